@@ -1,0 +1,44 @@
+"""Launch the Speculative Cascades Explorer: ``python app.py [--pair tiny|bundled] [--target ID --draft ID]``."""
+import argparse
+import os
+import sys
+
+from app import build_app, launch
+from app.layout import default_pair_spec, on_space
+from app.pairs import PairCache, pair_spec
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pair", choices=["tiny", "bundled"], help="offline pair (default: bundled; "
+                        "on a Hugging Face Space: Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B)")
+    parser.add_argument("--target", help="target model: hub id or local folder (with --draft)")
+    parser.add_argument("--draft", help="draft model: hub id or local folder (with --target)")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+    parser.add_argument("--share", action="store_true", help="also serve through a public gradio.live link")
+    parser.add_argument("--public", action=argparse.BooleanOptionalAction, default=None,
+                        help="only allow-listed model ids (default: on when running on a Space)")
+    args = parser.parse_args(argv)
+    if bool(args.target) != bool(args.draft):
+        parser.error("--target and --draft go together")
+    if args.pair and args.target:
+        parser.error("give either --pair or --target/--draft")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    spec = pair_spec(args.draft, args.target) if args.target else args.pair or default_pair_spec()
+    public = on_space() if args.public is None else args.public
+    pairs = PairCache(public=public)
+    try:  # load before serving, so the first Run streams at once; failures are shown again in the page
+        pairs.get(spec)
+    except ValueError as error:
+        print(f"warning: {error}", file=sys.stderr)
+    launch(build_app(spec, public=public, pairs=pairs), host=args.host, port=args.port, share=args.share)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Event handlers: run, recolour, re-run, inspect, stop, and the /run API. They call cascade_core for
+every number and app.viz for every picture."""
+import functools
+import inspect
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+from cascade_core import Trace, generate, stream
+from cascade_core.costs import expected_speedup
+from cascade_core.explain import explain
+
+from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, rule_info
+from .gpu import gpu
+from .viz import figures
+from .viz.stats import speedup_markdown, stats_markdown
+from .viz.tokens import tokens_html
+
+FIGURE_INTERVAL = 0.5  # seconds between figure refreshes while streaming; tokens refresh every block
+
+
+@dataclass
+class Run:
+    """The trace on screen, the pair that made it, and where its last re-run started (None: from scratch)."""
+
+    trace: Trace
+    pair: str
+    resumed_from: int | None = None
+
+
+def shows_errors(fn):
+    """The engine raises ValueError for bad input; show it in the page (gr.Error) and keep serving."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except ValueError as error:
+                raise gr.Error(str(error), print_exception=False) from error
+        return generator
+
+    @functools.wraps(fn)
+    def plain(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as error:
+            raise gr.Error(str(error), print_exception=False) from error
+    return plain
+
+
+def provenance_counts(sources):
+    return {s: sources.count(s) for s in ("accepted", "deferred", "replaced")}
+
+
+def measured_part(run):
+    """The engine's stats for what the last run actually generated, and a caption saying which part that is.
+    A re-run reuses a prefix and only counts the calls and time of the regenerated tokens."""
+    trace = run.trace
+    if not run.resumed_from:
+        return trace.stats, ""
+    part = Trace(prompt_ids=trace.prompt_ids, settings=trace.settings, prompt=trace.prompt,
+                 positions=trace.positions[run.resumed_from:], counters=trace.counters)
+    n = len(trace.positions)
+    if run.resumed_from >= n:
+        return None, "Nothing needed regenerating: every token stands under this rule and alpha."
+    return part.stats, (f"Re-run from token #{run.resumed_from}: calls, rates and time cover the "
+                        f"{n - run.resumed_from} regenerated tokens; the first {run.resumed_from} were reused.")
+
+
+def stats_view(run, cost_ratio):
+    """(stats Markdown, projected speed-up Markdown) for the run on screen."""
+    if run is None:
+        return stats_markdown(None, {}), speedup_markdown(None, None, None, cost_ratio)
+    stats, caption = measured_part(run)
+    acceptance = (stats or run.trace.stats)["acceptance_rate"]
+    gamma = run.trace.settings["gamma"]
+    speedup = None if acceptance is None else expected_speedup(acceptance, gamma, cost_ratio,
+                                                              draft_calls_per_block=gamma + 1)
+    return (stats_markdown(stats or run.trace.stats, provenance_counts(run.trace.sources), caption),
+            speedup_markdown(speedup, acceptance, gamma, cost_ratio))
+
+
+def answer_view(run, rule, alpha, running=False):
+    """(tokens HTML, first_changed, sources) for the run shown under the page's (rule, alpha)."""
+    trace = run.trace
+    sources, first_changed = trace.recolour(rule, alpha)
+    note = "" if running else {"eos": "end of text", "max_new_tokens": "max new tokens reached"}.get(
+        trace.stop_reason, "stopped")
+    return tokens_html(trace.positions, sources, rule, first_changed, running, note), first_changed, sources
+
+
+def figures_view(run, rule, alpha, sources, first_changed):
+    positions = run.trace.positions
+    return (figures.step_figure(positions, rule, alpha, first_changed),
+            figures.critical_alpha_figure(positions, sources, rule, alpha, alpha_slider_range(rule), first_changed))
+
+
+def recolour_status(run, rule, alpha, first_changed):
+    if first_changed is None:
+        return f"Under {rule}, alpha = {alpha:.2f}, every token stands as it is."
+    flips = len(run.trace.positions) - first_changed
+    return (f"Under {rule}, alpha = {alpha:.2f}, token #{first_changed} may change: the {flips} greyed tokens "
+            "will be regenerated on release (or press Re-run); the prefix is reused.")
+
+
+class Handlers:
+    """The app's callbacks, bound to its pair cache. View outputs are, in order:
+    state, tokens, stats, speed-up, step plot, critical-alpha plot, status."""
+
+    def __init__(self, pairs, default_pair):
+        self.pairs = pairs
+        self.default_pair = default_pair
+
+    # -- generation --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _view(run, rule, alpha, cost_ratio, running, with_figures=True, status=None):
+        answer, first_changed, sources = answer_view(run, rule, alpha, running)
+        stats, speedup = stats_view(run, cost_ratio)
+        plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(), gr.skip())
+        n = len(run.trace.positions)
+        status = status or (f"Generating… {n} tokens" if running else f"Done: {n} tokens ({run.trace.stop_reason}).")
+        return (run, answer, stats, speedup, *plots, status)
+
+    @staticmethod
+    def _status_only(message):
+        return (gr.skip(),) * 6 + (message,)
+
+    def _load(self, spec):
+        """Yields status updates while the pair loads (once); returns the pair."""
+        loading = self.pairs.load_with_progress(spec)
+        while True:
+            try:
+                message = next(loading)
+            except StopIteration as done:
+                return done.value
+            yield self._status_only(message)
+
+    def _stream(self, trace_iter, s, cost_ratio, resumed_from):
+        last_figures = 0.0
+        for trace in trace_iter:
+            now = time.perf_counter()
+            refresh = trace.finished or now - last_figures >= FIGURE_INTERVAL
+            last_figures = now if refresh else last_figures
+            yield self._view(Run(trace, s.pair, resumed_from), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
+
+    @shows_errors
+    @gpu
+    def run(self, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+        """Run from scratch, streaming block by block."""
+        s = Settings.from_inputs(prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        loaded = yield from self._load(s.pair)
+        yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, None)
+
+    @shows_errors
+    @gpu
+    def rerun(self, run, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+        """Regenerate what the new settings change: from the first flipped token after a rule/alpha
+        change, from scratch after any other change (gamma alone: same text, new costs)."""
+        s = Settings.from_inputs(prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        if run is None:
+            yield self._status_only("Nothing to re-run yet: press Run.")
+            return
+        loaded = yield from self._load(s.pair)
+        if not s.same_text_inputs(run.trace, run.pair) or run.trace.settings["gamma"] != s.gamma:
+            yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, None)
+            return
+        old = run.trace.settings
+        _, first_changed = run.trace.recolour(s.rule, s.alpha)
+        if first_changed is None and run.trace.finished and (old["rule"], old["alpha"]) == (s.rule, s.alpha):
+            yield self._status_only("Nothing changed since the last run.")
+            return
+        start = len(run.trace.positions) if first_changed is None else first_changed
+        resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())
+        yield from self._stream(resumed, s, cost_ratio, start)
+
+    def stopped(self, run, rule, alpha, cost_ratio):
+        """After Stop: the partial trace with fresh figures; Re-run continues it."""
+        if run is None:
+            return self._status_only("Stopped.")
+        return self._view(run, rule, alpha, cost_ratio, running=False,
+                          status=f"Stopped after {len(run.trace.positions)} tokens; Re-run continues from there.")
+
+    # -- live controls -----------------------------------------------------------------------------
+
+    @staticmethod
+    def rule_changed(rule, alpha):
+        """The alpha slider follows the rule's natural range; alpha-free rules disable it."""
+        lo, hi = alpha_slider_range(rule)
+        return gr.update(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=alpha_is_used(rule),
+                         info=rule_info(rule))
+
+    @staticmethod
+    def recolour(run, rule, alpha):
+        """Instant: provenance under the new (rule, alpha) from the stored a*, no model call.
+        Outputs: tokens, step plot, critical-alpha plot, status."""
+        if run is None:
+            return gr.skip(), gr.skip(), gr.skip(), ""
+        answer, first_changed, sources = answer_view(run, rule, alpha)
+        return (answer, *figures_view(run, rule, alpha, sources, first_changed),
+                recolour_status(run, rule, alpha, first_changed))
+
+    @staticmethod
+    def update_speedup(run, cost_ratio):
+        return stats_view(run, cost_ratio)[1]
+
+    # -- inspector ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def inspect(run, rule, alpha, event: gr.EventData):
+        """A clicked token: its top-10 q and p, the rule's threshold, and why the rule did what it did.
+        Tokens that will change are explained under the setting that produced them."""
+        index = int(getattr(event, "pos", -1))
+        if run is None or not 0 <= index < len(run.trace.positions):
+            return gr.skip(), gr.skip()
+        pos = run.trace.positions[index]
+        _, first_changed = run.trace.recolour(rule, alpha)
+        note = ""
+        if first_changed is not None and index >= first_changed:
+            rule, alpha = run.trace.settings["rule"], run.trace.settings["alpha"]
+            note = f" *(This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}.)*"
+        heading = f"**Token #{index}** `{pos['text']!r}`, {pos['source']}, block {pos['block']}."
+        return f"{heading} {explain(rule, pos, alpha)}{note}", figures.inspector_figure(pos, rule, alpha)
+
+    # -- API ---------------------------------------------------------------------------------------
+
+    @shows_errors
+    def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
+                max_new_tokens: int = 64, seed: int = 0) -> str:
+        """Run the cascade on the app's default pair; returns the trace as JSON (cascade_core's Trace.to_json)."""
+        s = Settings.from_inputs(prompt, self.default_pair, True, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        return _api_generate(self.pairs.get(s.pair), s)
+
+
+@gpu
+def _api_generate(pair, s):
+    return generate(pair, s.prompt, **s.engine_kwargs()).to_json()

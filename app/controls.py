@@ -1,0 +1,73 @@
+"""What the controls mean for the engine: the alpha slider's range per rule, and the settings a run uses."""
+import math
+from dataclasses import dataclass
+
+from cascade_core import ALPHA_RANGE, DESCRIPTIONS
+from cascade_core.rules import ALPHA_FREE
+
+OPEN_END = 2.0  # an infinite end of a rule's alpha range is shown as +-2 on the slider
+LOSSY_TOP = 0.99  # lossy's range is [0, 1): alpha = 1 would accept every draft token
+SLIDER_STEP = 0.01
+
+
+def alpha_slider_range(rule):
+    """(minimum, maximum) of the alpha slider for a rule: its natural range, infinite ends shown as +-2."""
+    lo, hi = ALPHA_RANGE[rule]
+    lo = -OPEN_END if math.isinf(lo) else lo
+    hi = OPEN_END if math.isinf(hi) else hi
+    return lo, LOSSY_TOP if rule == "lossy" else hi
+
+
+def alpha_is_used(rule):
+    return rule not in ALPHA_FREE
+
+
+def clamp_alpha(rule, alpha):
+    lo, hi = alpha_slider_range(rule)
+    return min(max(alpha, lo), hi)
+
+
+def rule_info(rule):
+    return DESCRIPTIONS[rule] + ("" if alpha_is_used(rule) else " (alpha is ignored)")
+
+
+def whole_number(value, name):
+    """Sliders and JSON clients may send 4.0 for 4; the engine wants an int, and says so for 4.5."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int):
+        return value
+    raise ValueError(f"{name} must be a whole number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One run's inputs as the page holds them."""
+
+    prompt: str
+    pair: str
+    chat: bool
+    rule: str
+    alpha: float
+    gamma: int
+    temperature: float
+    max_new_tokens: int
+    seed: int
+
+    @classmethod
+    def from_inputs(cls, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed):
+        if seed is None:
+            raise ValueError("seed must be a whole number")
+        return cls(prompt, pair, bool(chat), rule, float(alpha), whole_number(gamma, "gamma"), float(temperature),
+                   whole_number(max_new_tokens, "max_new_tokens"), whole_number(seed, "seed"))
+
+    def engine_kwargs(self):
+        return dict(rule=self.rule, alpha=self.alpha, gamma=self.gamma, temperature=self.temperature,
+                    seed=self.seed, max_new_tokens=self.max_new_tokens, chat=self.chat)
+
+    def same_text_inputs(self, trace, pair):
+        """Whether a trace was made from the same prompt and sampling inputs (rule, alpha and gamma aside)."""
+        s = trace.settings
+        return (trace.prompt == self.prompt and pair == self.pair and s["chat"] == self.chat
+                and s["temperature"] == self.temperature and s["seed"] == self.seed
+                and s["max_new_tokens"] == self.max_new_tokens)

@@ -1,0 +1,95 @@
+"""Which model pairs the app offers, and loading each once (cached between requests), with progress."""
+import queue
+import threading
+
+from cascade_core import load_pair
+
+TINY, BUNDLED = "tiny", "bundled"
+SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
+CHOICES = [
+    ("bundled: SmolLM2-135M-Instruct, layer-skip draft (offline)", BUNDLED),
+    ("Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B (hub)", SEED_PAIR),
+    ("tiny random pair (mechanics only)", TINY),
+]
+# Public mode (a Space) loads only these hub ids: arbitrary ids would let visitors make the Space download
+# anything. trust_remote_code is never set, in any mode.
+PUBLIC_MODEL_IDS = frozenset({
+    "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B",
+    "HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+})
+
+
+def pair_spec(draft, target):
+    return f"{draft} -> {target}"
+
+
+def parse_pair(spec):
+    """load_pair keyword arguments for 'tiny', 'bundled' or 'draft_id -> target_id'."""
+    spec = (spec or "").strip()
+    if spec in (TINY, BUNDLED):
+        return {"name": spec}
+    draft, arrow, target = spec.partition("->")
+    if not arrow or not draft.strip() or not target.strip():
+        raise ValueError(f"model pair {spec!r} not understood: pick one from the list or write 'draft_id -> target_id'")
+    return {"draft": draft.strip(), "target": target.strip()}
+
+
+def check_public(spec):
+    """In public mode only allow-listed hub ids (and the offline pairs) may be loaded."""
+    ids = parse_pair(spec)
+    refused = [ids[k] for k in ("draft", "target") if k in ids and ids[k] not in PUBLIC_MODEL_IDS]
+    if refused:
+        raise ValueError(f"this public app only loads these models: {', '.join(sorted(PUBLIC_MODEL_IDS))}; "
+                         f"not {', '.join(refused)}")
+
+
+class PairCache:
+    """Loaded pairs by spec. A pair is loaded once; concurrent requests for it wait for that one load."""
+
+    def __init__(self, public=False, loader=load_pair):
+        self.public = public
+        self.loader = loader
+        self._pairs = {}
+        self._locks = {}
+        self._guard = threading.Lock()
+
+    def loaded(self, spec):
+        return spec in self._pairs
+
+    def _lock(self, spec):
+        with self._guard:
+            return self._locks.setdefault(spec, threading.Lock())
+
+    def get(self, spec, progress=None):
+        if self.public:
+            check_public(spec)
+        kwargs = parse_pair(spec)
+        with self._lock(spec):
+            if spec not in self._pairs:
+                self._pairs[spec] = self.loader(**kwargs, progress=progress)
+        return self._pairs[spec]
+
+    def load_with_progress(self, spec):
+        """Generator: yields the loader's progress messages while it loads in a thread; returns the pair
+        (use ``pair = yield from cache.load_with_progress(spec)``). Errors are re-raised here."""
+        if self.loaded(spec):
+            return self._pairs[spec]
+        messages, outcome = queue.Queue(), {}
+
+        def work():
+            try:
+                outcome["pair"] = self.get(spec, progress=messages.put)
+            except Exception as error:  # handed to the request that asked; the server keeps serving
+                outcome["error"] = error
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        yield f"Loading model pair {spec} (once; later runs reuse it)…"
+        while worker.is_alive() or not messages.empty():
+            try:
+                yield messages.get(timeout=0.2)
+            except queue.Empty:
+                pass
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["pair"]

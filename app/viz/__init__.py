@@ -1,0 +1,1 @@
+"""Traces into HTML and plotly figures; no cascade math lives here."""

@@ -1,0 +1,136 @@
+"""Plotly figures of a trace: per-step statistics with the rule's threshold, the critical-alpha chart,
+and the inspector's top-10 bars. Every point carries its position and token text for the hover."""
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from cascade_core.explain import threshold
+
+from .format import clip, number, token_repr
+from .tokens import COLOURS
+
+# Statistics on the probability scale share the left axis; BiLD's cross-entropy and lossy's p/q ratio
+# live on their own scale, so they go on the right axis.
+PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
+LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=50, b=40), height=320,
+              legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=12))
+
+
+def _hover_tokens(positions):
+    return [token_repr(pos["text"]) for pos in positions]
+
+
+def _displayed_colours(sources, first_changed):
+    return [COLOURS["will-change"] if first_changed is not None and i >= first_changed else COLOURS[s]
+            for i, s in enumerate(sources)]
+
+
+def _first_changed_line(fig, first_changed):
+    if first_changed is not None:
+        fig.add_vline(x=first_changed - 0.5, line=dict(color="#555", dash="dot"),
+                      annotation_text=f"first flip #{first_changed}", annotation_position="top left")
+
+
+def step_figure(positions, rule, alpha, first_changed=None):
+    """max q, max p and TV per position, with the rule's statistic and its threshold (the rule defers
+    where the statistic is below the threshold; BiLD* where it is above)."""
+    x = list(range(len(positions)))
+    hover = _hover_tokens(positions)
+    template = "#%{x} %{customdata}<br>%{fullData.name} = %{y:.3f}<extra></extra>"
+    fig = go.Figure()
+    for key, name, colour in (("max_q", "max q", COLOURS["accepted"]), ("max_p", "max p", COLOURS["replaced"]),
+                              ("tv", "TV(p, q)", "#009E73")):
+        values = [pos[key] for pos in positions]
+        if any(v is not None for v in values):
+            fig.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines+markers", line=dict(color=colour, width=1.5),
+                                     marker=dict(size=4), customdata=hover, hovertemplate=template))
+    forms = [threshold(rule, pos, alpha) for pos in positions]
+    if forms and forms[0] is not None:
+        label, formula = forms[0][0], forms[0][3]
+        axis = "y" if label in PROBABILITY_LABELS else "y2"
+        if label not in ("max q",):
+            fig.add_trace(go.Scatter(x=x, y=[f[1] for f in forms], name=label, mode="markers", yaxis=axis,
+                                     marker=dict(color="#CC79A7", size=6, symbol="diamond"),
+                                     customdata=hover, hovertemplate=template))
+        fig.add_trace(go.Scatter(x=x, y=[f[2] for f in forms], name=f"threshold: {formula}", yaxis=axis,
+                                 mode="lines", line=dict(color="#000", dash="dash", shape="hvh", width=1.5),
+                                 customdata=hover, hovertemplate=template))
+        if axis == "y2":
+            fig.update_layout(yaxis2=dict(title=label, overlaying="y", side="right", showgrid=False))
+        verb = "above" if rule == "bild" else "below"
+        title = f"Per step: {rule} defers where {label} is {verb} its threshold {formula}"
+    else:
+        title = f"Per step: {rule} has no threshold"
+    _first_changed_line(fig, first_changed)
+    fig.update_layout(**LAYOUT, title=dict(text=title, font=dict(size=13)), hovermode="x unified",
+                      xaxis=dict(title="token position"), yaxis=dict(title="probability", range=[0, 1.02]))
+    return fig
+
+
+def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_changed=None):
+    """a* of every token for the rule, and a line at alpha: tokens above the line defer, so a token
+    flips when the line crosses it. Infinite a* are drawn at the axis edge as triangles."""
+    lo, hi = axis_range
+    stars = [(pos.get("a_star") or {}).get(rule) for pos in positions]
+    y = [None if a is None else clip(a, lo, hi) for a in stars]
+    symbols = ["triangle-up" if a is not None and a > hi else "triangle-down" if a is not None and a < lo
+               else "circle" for a in stars]
+    decisions = ["defers" if a is not None and alpha < a else "does not defer" for a in stars]
+    custom = list(zip(_hover_tokens(positions), [number(a) for a in stars], decisions, sources))
+    fig = go.Figure(go.Scatter(
+        x=list(range(len(positions))), y=y, mode="markers", name="a*",
+        marker=dict(color=_displayed_colours(sources, first_changed), size=8, symbol=symbols,
+                    line=dict(color="#333", width=0.5)),
+        customdata=custom,
+        hovertemplate="#%{x} %{customdata[0]}<br>a* = %{customdata[1]}: %{customdata[2]} at this alpha"
+                      "<br>%{customdata[3]}<extra></extra>"))
+    fig.add_hline(y=alpha, line=dict(color="#000", dash="dash"), annotation_text=f"alpha = {alpha:.2f}",
+                  annotation_position="top right")
+    _first_changed_line(fig, first_changed)
+    span = hi - lo
+    fig.update_layout(**LAYOUT, showlegend=False,
+                      title=dict(text=f"Critical alpha a* per token ({rule}): defers where a* is above the line",
+                                 font=dict(size=13)),
+                      xaxis=dict(title="token position"),
+                      yaxis=dict(title="a*", range=[lo - 0.04 * span, hi + 0.04 * span]))
+    return fig
+
+
+def _bars(top, highlight):
+    """Top-10 rows [id, text, prob] as a horizontal bar trace, largest on top; highlighted tokens darker."""
+    rows = list(reversed(top))
+    return dict(x=[r[2] for r in rows], y=[f"{token_repr(r[1])} " for r in rows],
+                colours=[highlight.get(r[0], "#BBBBBB") for r in rows])
+
+
+def inspector_figure(pos, rule, alpha):
+    """Top-10 of q (draft) and p (target) side by side; the proposal and the emitted token highlighted,
+    and the rule's threshold drawn on the panel whose statistic it tests."""
+    highlight = {pos["proposal"]: COLOURS["accepted"]}
+    if pos["token"] != pos["proposal"]:
+        highlight[pos["token"]] = COLOURS["replaced"]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
+                        subplot_titles=("draft q: top 10", "target p: top 10"))
+    for col, top in ((1, pos.get("top_q")), (2, pos.get("top_p"))):
+        if not top:
+            fig.add_annotation(text="not computed for this rule", showarrow=False, row=1, col=col,
+                               xref="x domain" if col == 1 else "x2 domain", yref="y domain" if col == 1 else "y2 domain",
+                               x=0.5, y=0.5)
+            continue
+        bars = _bars(top, highlight)
+        fig.add_trace(go.Bar(x=bars["x"], y=bars["y"], orientation="h", marker_color=bars["colours"],
+                             hovertemplate="%{y}: %{x:.4f}<extra></extra>", showlegend=False), row=1, col=col)
+    form = threshold(rule, pos, alpha)
+    if form is not None:
+        label, stat, thresh, formula = form
+        if label in PROBABILITY_LABELS and not math.isinf(thresh):
+            col = 2 if label == "p(x)" else 1
+            fig.add_vline(x=thresh, line=dict(color="#000", dash="dash"), row=1, col=col,
+                          annotation_text=f"{formula} = {thresh:.3f}", annotation_position="bottom right")
+    proposal = token_repr(pos["proposal_text"])
+    fig.update_layout(**{**LAYOUT, "height": 340}, bargap=0.15,
+                      title=dict(text=f"draft proposed {proposal} (blue); target's correction in vermillion",
+                                 font=dict(size=13)))
+    fig.update_xaxes(range=[0, 1.0], title="probability")
+    return fig

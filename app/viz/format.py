@@ -1,0 +1,23 @@
+"""Number and text formatting shared by the token cards, the stats panel and the figures."""
+import math
+
+
+def number(value, digits=3):
+    """A probability, a* or statistic for people: '–' when unknown, '∞' for infinities."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return f"{value:.{digits}f}"
+
+
+def token_repr(text):
+    """A token's exact text, quoted, with whitespace spelled out (for hover cards and plot hovers)."""
+    return repr(text)
+
+
+def clip(value, lo, hi):
+    """value clamped into [lo, hi] (used to draw infinite a* at the edge of a finite axis)."""
+    return min(max(value, lo), hi)

@@ -1,0 +1,75 @@
+"""The answer as HTML: one span per emitted token, coloured by provenance, with a hover card and its
+position for click-to-inspect. Token text is always escaped; whitespace is kept and made visible."""
+import html
+
+from .format import number, token_repr
+
+# Okabe-Ito: safe for the common colour-vision deficiencies; each source also has its own underline style.
+COLOURS = {"accepted": "#0072B2", "deferred": "#E69F00", "replaced": "#D55E00", "will-change": "#999999"}
+LEGEND = {
+    "accepted": "accepted: the draft's token, kept without the target",
+    "deferred": "deferred: the target checked the draft's token and kept it",
+    "replaced": "replaced: the target's correction",
+    "will-change": "will change: regenerated when you release the slider",
+}
+NEWLINE_MARK = '<span class="nl">↵</span>\n'
+TAB_MARK = '<span class="ws">→</span>\t'
+
+
+def legend_html():
+    items = "".join(f'<span class="legend-item"><span class="tok {name}">&nbsp;{name}&nbsp;</span> {html.escape(text)}'
+                     f"</span>" for name, text in LEGEND.items())
+    return f'<div class="legend">{items}</div>'
+
+
+def _visible_edges(segment):
+    """Escaped segment whose leading and trailing spaces carry a dot, so they can be seen (still real
+    spaces: lines wrap and copying works)."""
+    stripped = segment.strip(" ")
+    if not stripped:
+        return '<span class="sp"> </span>' * len(segment)
+    lead = len(segment) - len(segment.lstrip(" "))
+    trail = len(segment) - len(segment.rstrip(" "))
+    return '<span class="sp"> </span>' * lead + html.escape(stripped) + '<span class="sp"> </span>' * trail
+
+
+def token_text_html(text):
+    """A token's text as HTML: escaped, newlines as ↵ plus a real line break, tabs as →, edge spaces dotted."""
+    if text == "":
+        return '<span class="empty"></span>'  # a byte of a character completed by a later token
+    lines = [TAB_MARK.join(_visible_edges(part) for part in line.split("\t")) for line in text.split("\n")]
+    return NEWLINE_MARK.join(lines)
+
+
+def tooltip(index, pos, source, rule):
+    """The hover card: what the draft proposed, both models' numbers, and a* for the rule."""
+    a_star = (pos.get("a_star") or {}).get(rule)
+    lines = [
+        f"#{index} {token_repr(pos['text'])}  ({source})",
+        f"draft proposed {token_repr(pos['proposal_text'])}   q(x) = {number(pos['q_x'])}   p(x) = {number(pos['p_x'])}",
+        f"max q = {number(pos['max_q'])}   max p = {number(pos['max_p'])}   TV = {number(pos['tv'])}",
+        f"acceptance prob = {number(pos['accept_prob'])}   a*({rule}) = {number(a_star)}",
+    ]
+    return "\n".join(lines)
+
+
+def token_span(index, pos, source, rule, extra_class=""):
+    classes = f"tok {source}{extra_class}"
+    return (f'<span class="{classes}" data-pos="{index}" data-tip="{html.escape(tooltip(index, pos, source, rule))}">'
+            f"{token_text_html(pos['text'])}</span>")
+
+
+def tokens_html(positions, sources, rule, first_changed=None, running=False, note=""):
+    """All tokens; from ``first_changed`` on they are greyed as 'will change' (that one also marked as
+    the first flip). ``sources`` are the provenances under the displayed (rule, alpha)."""
+    spans = []
+    for i, (pos, source) in enumerate(zip(positions, sources)):
+        if first_changed is not None and i >= first_changed:
+            spans.append(token_span(i, pos, "will-change", rule, " flip" if i == first_changed else ""))
+        else:
+            spans.append(token_span(i, pos, source, rule))
+    cursor = '<span class="cursor">▍</span>' if running else ""
+    footer = f'<div class="tokens-note">{html.escape(note)}</div>' if note else ""
+    if not positions and not running:
+        return '<div class="tokens empty-answer">Run the cascade to see its tokens here.</div>'
+    return f'<div class="tokens">{"".join(spans)}{cursor}</div>{footer}'
