@@ -91,11 +91,10 @@ class Decoder:
 
 
 def _top(d, decoder):
-    probs, ids = d.topk(TOP_K, dim=-1)
+    probs, ids = d.topk(min(TOP_K, d.shape[-1]), dim=-1)
     ids, probs = ids.tolist(), probs.tolist()
-    texts = decoder.singles([i for row in ids for i in row])
-    return [[[i, texts[r * TOP_K + k], pr] for k, (i, pr) in enumerate(zip(row_i, row_p))]
-            for r, (row_i, row_p) in enumerate(zip(ids, probs))]
+    texts = iter(decoder.singles([i for row in ids for i in row]))
+    return [[[i, next(texts), pr] for i, pr in zip(row_i, row_p)] for row_i, row_p in zip(ids, probs)]
 
 
 def position_records(decoder, block, x, a_star, q_stat=None, p_stat=None, q=None, p=None, accept=None):

@@ -79,7 +79,7 @@ def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0):
     return Pair("tiny", target, draft, tokenizer, vocab, {vocab - 1}, 4096, "tiny random Llama pair (2 layers -> 1 layer)")
 
 
-def smollm2_target(dtype, device, progress=None):
+def smollm2_target(dtype, device, progress=None, fast_layout=True):
     """SmolLM2-135M-Instruct: dequantised from the package's GGUF once (~16 s), then from the cache."""
     cached = cache_dir() / "smollm2-135m-instruct"
     if not (cached / "model.safetensors").exists():
@@ -100,6 +100,7 @@ def smollm2_target(dtype, device, progress=None):
         tokenizer.save_pretrained(cached)
     _say(progress, f"loading SmolLM2-135M-Instruct from {cached}")
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype).to(device).eval()
+    model = gemv_friendly_layout(model) if fast_layout else model
     return model, AutoTokenizer.from_pretrained(cached)
 
 
@@ -116,11 +117,28 @@ def layer_skip_draft(target, skipped):
     return draft.eval()
 
 
-def bundled_pair(dtype=None, device=None, progress=None):
+def gemv_friendly_layout(model):
+    """Store every Linear weight column-major (same values, same shape, strides swapped), on the CPU.
+
+    Decoding multiplies one to five rows by each weight. On this project's CPUs the BLAS reads a
+    column-major [out, in] weight much faster for such thin products: measured 15 -> 27 GB/s for the
+    49152 x 576 head at one row, and 1.2 -> 21 GB/s for a 576 x 1536 projection at five rows (a
+    verification pass). Values are untouched; only the summation order inside the BLAS may differ."""
+    if model.device.type != "cpu":
+        return model
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.data = module.weight.data.t().contiguous().t()
+    return model
+
+
+def bundled_pair(dtype=None, device=None, progress=None, fast_layout=True):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
-    target, tokenizer = smollm2_target(dtype, device, progress)
+    target, tokenizer = smollm2_target(dtype, device, progress, fast_layout)
     draft = layer_skip_draft(target, BUNDLED_SKIPPED_LAYERS)
+    draft = gemv_friendly_layout(draft) if fast_layout else draft
     kept = draft.config.num_hidden_layers
     return make_pair("bundled", target, draft, tokenizer,
                  f"SmolLM2-135M-Instruct (30 layers) <- its own {kept} layers as draft (interim, layer-skip)")
@@ -148,7 +166,7 @@ def check_same_tokenizer(target_tok, draft_tok, target_id, draft_id):
                          "distributions token by token, so both models must share one vocabulary")
 
 
-def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_remote_code=False):
+def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_remote_code=False, fast_layout=True):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     models = {}
@@ -159,19 +177,22 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
             model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype, trust_remote_code=trust_remote_code)
         except Exception as e:  # any loading failure becomes one clear message
             raise ValueError(f"could not load {role} model {model_id!r}: {type(e).__name__}: {e}") from e
-        models[role] = (model.to(device).eval(), tokenizer)
+        model = model.to(device).eval()
+        models[role] = (gemv_friendly_layout(model) if fast_layout else model, tokenizer)
     check_same_tokenizer(models["target"][1], models["draft"][1], target_id, draft_id)
     return make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0], models["target"][1])
 
 
-def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False):
-    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``."""
+def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False,
+              fast_layout=True):
+    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``.
+    ``fast_layout=False`` keeps transformers' weight layout (the benchmarks' baseline)."""
     if target is not None or draft is not None:
         if not (target and draft):
             raise ValueError("give both target= and draft= model ids")
-        return hub_pair(target, draft, dtype, device, progress, trust_remote_code)
+        return hub_pair(target, draft, dtype, device, progress, trust_remote_code, fast_layout)
     if name == "tiny":
         return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu")
     if name in (None, "bundled"):
-        return bundled_pair(dtype, device, progress)
+        return bundled_pair(dtype, device, progress, fast_layout)
     raise ValueError(f"unknown pair {name!r}: use 'tiny', 'bundled', or target=/draft= model ids")

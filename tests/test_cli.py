@@ -1,0 +1,52 @@
+"""The CLI: coloured text and stats, JSON, and clear errors without tracebacks."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "cascade_core", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_run_prints_text_and_stats():
+    r = cli("run", "--pair", "tiny", "--prompt", "Hello", "--max-new-tokens", "12", "--color")
+    assert r.returncode == 0, r.stderr
+    assert "\033[38;5;" in r.stdout and "tokens=12" in r.stdout and "acceptance_rate=" in r.stdout
+
+
+def test_run_json():
+    r = cli("run", "--pair", "tiny", "--prompt", "Hello", "--max-new-tokens", "6", "--rule", "opt", "--alpha", "0.1", "--json")
+    data = json.loads(r.stdout)
+    assert len(data["tokens"]) == 6 and set(data["sources"]) <= {"accepted", "deferred", "replaced"}
+    assert data["settings"]["rule"] == "opt"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rule", "v9"], "unknown rule 'v9'; the rules are: chow, diff, opt, v1, v2, v3"),
+    (["--alpha", "1.5"], "outside rule 'v3'"),
+    (["--gamma", "17"], "gamma must be an integer in 1..16"),
+    (["--gamma", "0"], "gamma must be an integer in 1..16"),
+    (["--max-new-tokens", "0"], "max_new_tokens must be an integer in 1..2048"),
+    (["--max-new-tokens", "5000"], "max_new_tokens must be an integer in 1..2048"),
+    (["--prompt", "   "], "the prompt is empty"),
+    (["--prompt", "x" * 5000, "--max-new-tokens", "8"], "exceeds the models' context"),
+])
+def test_bad_input_is_a_clear_error(args, message):
+    base = ["run", "--pair", "tiny", "--prompt", "Hello"]
+    r = cli(*base, *args)
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unknown_pair():
+    r = cli("run", "--pair", "huge", "--prompt", "Hi")
+    assert r.returncode == 2 and "unknown pair 'huge'" in r.stderr
+
+
+def test_missing_hub_model_is_a_clear_error():
+    r = subprocess.run([sys.executable, "-m", "cascade_core", "run", "--target", "no-such/model", "--draft", "no-such/draft",
+                        "--prompt", "Hi"], capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1",
+                        "PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    assert r.returncode == 2 and "could not load target model 'no-such/model'" in r.stderr

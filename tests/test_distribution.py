@@ -1,0 +1,83 @@
+"""The emitted token follows pi: chi-square over many seeded samples (deterministic: fixed seeds)."""
+import pytest
+import torch
+
+from cascade_core import RULES, generate, target_distribution
+from cascade_core.models import tiny_pair
+from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
+
+ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.3, "v1": 0.2, "v2": 0.2, "v3": 0.5, "lossless": 0.0, "lossy": 0.4,
+         "bild": 1.0, "target": 0.0, "draft": 0.0}
+N_SAMPLES = 6000
+
+
+def chi_square_p_value(counts, probs, n):
+    """Pearson chi-square p-value; bins with expected count < 5 pooled into one."""
+    expected = probs * n
+    small = expected < 5
+    obs = torch.cat([counts[~small], counts[small].sum().reshape(1)]) if small.any() else counts
+    exp = torch.cat([expected[~small], expected[small].sum().reshape(1)]) if small.any() else expected
+    keep = exp > 0
+    assert (obs[~keep] == 0).all(), "a token with zero probability was emitted"
+    stat = ((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum()
+    dof = int(keep.sum()) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), stat / 2))
+
+
+def emit_one(rule, q, p, alpha, uniforms):
+    """What the engine does at one position: draft sample from q, then the rule's verification."""
+    if rule in ("target", "draft"):
+        return int(sample_inverse_cdf((p if rule == "target" else q)[None], uniforms[:1, DRAFT])[0])
+    x = sample_inverse_cdf(q[None], uniforms[:1, DRAFT])
+    n_kept, correction, _ = verify(rule, q[None], p[None], q[None], p[None], x, alpha, uniforms[:1], greedy=False)
+    return int(x[0]) if n_kept else correction
+
+
+def q_and_p():
+    q = torch.tensor([0.40, 0.25, 0.15, 0.10, 0.06, 0.04], dtype=torch.float64)
+    p = torch.tensor([0.10, 0.45, 0.05, 0.20, 0.02, 0.18], dtype=torch.float64)
+    return q, p
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_emitted_token_follows_pi(rule):
+    q, p = q_and_p()
+    pi = target_distribution(rule, q, p, ALPHA[rule])
+    uniforms = position_uniforms(1234, range(N_SAMPLES))
+    counts = torch.zeros(len(q), dtype=torch.float64)
+    for i in range(N_SAMPLES):
+        counts[emit_one(rule, q, p, ALPHA[rule], uniforms[i : i + 1])] += 1
+    assert chi_square_p_value(counts, pi, N_SAMPLES) > 1e-3
+    # The test has power: the same samples are far from q whenever pi is.
+    if (pi - q).abs().sum() > 0.2:
+        assert chi_square_p_value(counts, q, N_SAMPLES) < 1e-6
+
+
+def test_lossless_follows_p_and_cascade_differs_from_p():
+    q, p = q_and_p()
+    uniforms = position_uniforms(99, range(N_SAMPLES))
+    # chow at alpha 0.7 does not defer (max q = 0.4 >= 0.3): its output follows q, not p.
+    for rule, alpha, expect_p in (("lossless", 0.0, True), ("chow", 0.7, False)):
+        counts = torch.zeros(len(q), dtype=torch.float64)
+        for i in range(N_SAMPLES):
+            counts[emit_one(rule, q, p, alpha, uniforms[i : i + 1])] += 1
+        assert (chi_square_p_value(counts, p, N_SAMPLES) > 1e-3) == expect_p
+
+
+@pytest.mark.parametrize("rule", ["lossless", "v3", "opt", "lossy"])
+def test_engine_first_token_follows_pi(rule):
+    """End to end through generate() on an 8-token model: the first emitted token over 1500 seeds."""
+    pair = tiny_pair(dtype=torch.float64, vocab_size=8)
+    prompt = [1, 2, 3]
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        q = torch.softmax(pair.draft(ids).logits[0, -1, :8], -1)
+        p = torch.softmax(pair.target(ids).logits[0, -1, :8], -1)
+    alpha = {"lossless": 0.0, "v3": 0.5, "opt": 0.3, "lossy": 0.4}[rule]
+    pi = target_distribution(rule, q, p, alpha)
+    n = 1500
+    counts = torch.zeros(8, dtype=torch.float64)
+    for seed in range(n):
+        trace = generate(pair, prompt_ids=prompt, rule=rule, alpha=alpha, gamma=2, seed=seed, max_new_tokens=1)
+        counts[trace.tokens[0]] += 1
+    assert chi_square_p_value(counts, pi, n) > 1e-3
