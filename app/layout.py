@@ -81,7 +81,7 @@ def build_app(pair=None, public=None, pairs=None):
                     seed = gr.Number(0, precision=0, label="seed", elem_id="seed")
                 with gr.Row():
                     run_button = gr.Button("Run", variant="primary", elem_id="run")
-                    rerun_button = gr.Button("Re-run changed part", elem_id="rerun")
+                    rerun_button = gr.Button("Re-run", elem_id="rerun")
                     stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
                 status = gr.Markdown("", elem_id="status")
             with gr.Column(scale=2):

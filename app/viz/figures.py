@@ -13,6 +13,8 @@ from .tokens import COLOURS
 # Statistics on the probability scale share the left axis; BiLD's cross-entropy and lossy's p/q ratio
 # live on their own scale, so they go on the right axis.
 PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
+# Marker shapes repeat the provenance colours, so the chart reads without colour vision too.
+SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond"}
 LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=50, b=40), height=320,
               legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=12))
 
@@ -75,7 +77,7 @@ def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_cha
     stars = [(pos.get("a_star") or {}).get(rule) for pos in positions]
     y = [None if a is None else clip(a, lo, hi) for a in stars]
     symbols = ["triangle-up" if a is not None and a > hi else "triangle-down" if a is not None and a < lo
-               else "circle" for a in stars]
+               else SYMBOLS[s] for a, s in zip(stars, sources)]
     decisions = ["defers" if a is not None and alpha < a else "does not defer" for a in stars]
     custom = list(zip(_hover_tokens(positions), [number(a) for a in stars], decisions, sources))
     fig = go.Figure(go.Scatter(
@@ -114,9 +116,9 @@ def inspector_figure(pos, rule, alpha):
                         subplot_titles=("draft q: top 10", "target p: top 10"))
     for col, top in ((1, pos.get("top_q")), (2, pos.get("top_p"))):
         if not top:
-            fig.add_annotation(text="not computed for this rule", showarrow=False, row=1, col=col,
-                               xref="x domain" if col == 1 else "x2 domain", yref="y domain" if col == 1 else "y2 domain",
-                               x=0.5, y=0.5)
+            axis = "" if col == 1 else col
+            fig.add_annotation(text="this baseline does not run this model", showarrow=False,
+                               xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.5, y=0.5)
             continue
         bars = _bars(top, highlight)
         fig.add_trace(go.Bar(x=bars["x"], y=bars["y"], orientation="h", marker_color=bars["colours"],

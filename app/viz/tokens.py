@@ -7,18 +7,18 @@ from .format import number, token_repr
 # Okabe-Ito: safe for the common colour-vision deficiencies; each source also has its own underline style.
 COLOURS = {"accepted": "#0072B2", "deferred": "#E69F00", "replaced": "#D55E00", "will-change": "#999999"}
 LEGEND = {
-    "accepted": "accepted: the draft's token, kept without the target",
-    "deferred": "deferred: the target checked the draft's token and kept it",
-    "replaced": "replaced: the target's correction",
-    "will-change": "will change: regenerated when you release the slider",
+    "accepted": "the draft's token, kept without the target",
+    "deferred": "the target checked the draft's token and kept it",
+    "replaced": "the target's correction",
+    "will-change": "regenerated when you release the slider",
 }
 NEWLINE_MARK = '<span class="nl">↵</span>\n'
 TAB_MARK = '<span class="ws">→</span>\t'
 
 
 def legend_html():
-    items = "".join(f'<span class="legend-item"><span class="tok {name}">&nbsp;{name}&nbsp;</span> {html.escape(text)}'
-                     f"</span>" for name, text in LEGEND.items())
+    items = "".join(f'<span class="legend-item"><span class="tok {name}">{name.replace("-", " ")}</span> '
+                     f"{html.escape(text)}</span>" for name, text in LEGEND.items())
     return f'<div class="legend">{items}</div>'
 
 
@@ -68,8 +68,8 @@ def tokens_html(positions, sources, rule, first_changed=None, running=False, not
             spans.append(token_span(i, pos, "will-change", rule, " flip" if i == first_changed else ""))
         else:
             spans.append(token_span(i, pos, source, rule))
-    cursor = '<span class="cursor">▍</span>' if running else ""
-    footer = f'<div class="tokens-note">{html.escape(note)}</div>' if note else ""
     if not positions and not running:
         return '<div class="tokens empty-answer">Run the cascade to see its tokens here.</div>'
+    cursor = '<span class="cursor">▍</span>' if running else ""
+    footer = f'<div class="tokens-note">{html.escape(note)}</div>' if note else ""
     return f'<div class="tokens">{"".join(spans)}{cursor}</div>{footer}'

@@ -1,0 +1,236 @@
+"""The app on the tiny pair: the /run API through gradio_client, and the callbacks behind the page."""
+import importlib.util
+import socket
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from gradio_client import Client
+
+from app import build_app, launch
+from app.callbacks import Handlers, Run
+from app.controls import alpha_slider_range
+from app.pairs import PairCache, check_public, parse_pair
+from cascade_core import Trace, generate, load_pair
+
+TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second"}
+SETTINGS = dict(prompt="Hello there", pair="tiny", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
+                max_new_tokens=48, seed=0, cost_ratio=0.25)
+
+
+def fresh(pair, **overrides):
+    """The engine's own run for the page's SETTINGS with overrides."""
+    s = {**SETTINGS, **overrides}
+    return generate(pair, s["prompt"], rule=s["rule"], alpha=s["alpha"], gamma=s["gamma"],
+                    temperature=s["temperature"], seed=s["seed"], max_new_tokens=s["max_new_tokens"])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_pair("tiny")
+
+
+@pytest.fixture(scope="module")
+def server():
+    pairs = PairCache()
+    pairs.get("tiny")
+    demo = build_app("tiny", pairs=pairs)
+    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return Client(server, verbose=False)
+
+
+@pytest.fixture
+def handlers():
+    pairs = PairCache()
+    pairs.get("tiny")
+    return Handlers(pairs, "tiny")
+
+
+def untimed(stats):
+    return {k: v for k, v in stats.items() if k not in TIMING}
+
+
+@pytest.mark.parametrize("rule, alpha", [("v3", 0.3), ("chow", 0.5), ("opt", -0.5), ("lossless", 0.0),
+                                         ("lossy", 0.5), ("target", 0.0)])
+def test_run_api_agrees_with_generate(client, tiny, rule, alpha):
+    args = dict(prompt="The cat", rule=rule, alpha=alpha, gamma=3, temperature=0.8, max_new_tokens=40, seed=7)
+    trace = Trace.from_json(client.predict(**args, api_name="/run"))
+    expected = generate(tiny, args.pop("prompt"), **args)
+    assert trace.tokens == expected.tokens
+    assert trace.sources == expected.sources
+    assert untimed(trace.stats) == untimed(expected.stats)
+    assert trace.settings["rule"] == rule
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(prompt="   "), "prompt is empty"),
+    (dict(prompt="hi", alpha=1.5), "outside rule 'v3'"),
+    (dict(prompt="hi", rule="nope"), "unknown rule"),
+    (dict(prompt="hi", gamma=99), "gamma must be"),
+    (dict(prompt="x" * 4100, max_new_tokens=8), "exceeds the models' context"),
+])
+def test_bad_input_gives_a_clear_message_and_the_app_keeps_serving(client, args, message):
+    with pytest.raises(Exception, match=message):
+        client.predict(**args, api_name="/run")
+    assert Trace.from_json(client.predict(prompt="still here", max_new_tokens=4, api_name="/run")).tokens
+
+
+def run_to_end(handlers, **overrides):
+    s = {**SETTINGS, **overrides}
+    *_, last = handlers.run(*s.values())
+    return last
+
+
+def rerun_to_end(handlers, run, **overrides):
+    s = {**SETTINGS, **overrides}
+    *_, last = handlers.rerun(run, *s.values())
+    return last
+
+
+def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny):
+    views = list(handlers.run(*SETTINGS.values()))
+    runs = [v[0] for v in views if isinstance(v[0], Run)]
+    assert len(runs) > 3  # one view per block
+    run, answer, stats, speedup, step_plot, alpha_plot, status = views[-1]
+    expected = fresh(tiny)
+    assert run.trace.tokens == expected.tokens
+    assert answer.count('class="tok ') == len(expected.tokens)
+    assert f"| target calls | {expected.stats['target_calls']} |" in stats
+    assert "Projected speed-up" in speedup and status.startswith("Done")
+    assert step_plot.data and alpha_plot.data
+
+
+def test_recolour_greys_from_the_first_flip(handlers):
+    run = run_to_end(handlers)[0]
+    sources, first = run.trace.recolour("v3", 0.95)
+    assert first is not None
+    answer, step_plot, alpha_plot, status = Handlers.recolour(run, "v3", 0.95)
+    assert answer.count("class=\"tok will-change") == len(run.trace.positions) - first
+    assert f'data-pos="{first}"' in answer.split("flip")[1][:40]
+    assert f"token #{first} may change" in status
+    unchanged, _, _, status = Handlers.recolour(run, "v3", 0.5)
+    assert "will-change" not in unchanged and "every token stands" in status
+
+
+def test_rerun_from_the_flip_equals_a_fresh_run(handlers, tiny):
+    run = run_to_end(handlers)[0]
+    _, first = run.trace.recolour("v3", 0.9)
+    rerun = rerun_to_end(handlers, run, alpha=0.9)
+    new_run, _, stats, *_ = rerun
+    expected = fresh(tiny, alpha=0.9)
+    assert new_run.resumed_from == first
+    assert new_run.trace.tokens == expected.tokens and new_run.trace.sources == expected.sources
+    assert f"Re-run from token #{first}" in stats
+
+
+def test_rule_change_reruns_only_the_changed_part(handlers, tiny):
+    run = run_to_end(handlers)[0]
+    new_run = rerun_to_end(handlers, run, rule="chow", alpha=0.3)[0]
+    assert new_run.trace.tokens == fresh(tiny, rule="chow", alpha=0.3).tokens
+
+
+def test_gamma_alone_keeps_the_text_and_changes_the_cost(handlers):
+    run = run_to_end(handlers)[0]
+    new_run, _, stats, *_ = rerun_to_end(handlers, run, gamma=1)
+    assert new_run.trace.text == run.trace.text
+    assert new_run.resumed_from is None and new_run.trace.settings["gamma"] == 1
+    assert new_run.trace.stats["target_calls"] != run.trace.stats["target_calls"]
+
+
+def test_other_changes_rerun_from_scratch(handlers, tiny):
+    run = run_to_end(handlers)[0]
+    new_run = rerun_to_end(handlers, run, seed=4)[0]
+    assert new_run.resumed_from is None
+    assert new_run.trace.tokens == fresh(tiny, seed=4).tokens
+
+
+def test_rerun_with_nothing_changed_says_so(handlers):
+    run = run_to_end(handlers)[0]
+    assert "Nothing changed" in rerun_to_end(handlers, run)[-1]
+    assert "press Run" in rerun_to_end(handlers, None)[-1]
+
+
+def test_inspect_explains_with_numbers(handlers):
+    run = run_to_end(handlers)[0]
+    text, fig = Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
+    assert text.startswith("**Token #2**") and "p(x) = " in text and "(1 - alpha) * max p" in text
+    assert len(fig.data) == 2
+    assert Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 999})) == (gr.skip(), gr.skip())
+
+
+def test_stop_keeps_the_partial_trace(handlers):
+    views = handlers.run(*SETTINGS.values())
+    run = next(v for v in views if isinstance(v[0], Run))[0]
+    views.close()
+    view = handlers.stopped(run, "v3", 0.3, 0.25)
+    assert view[0] is run and "Stopped after" in view[-1]
+
+
+def test_bad_input_in_the_page_raises_gr_error(handlers):
+    with pytest.raises(gr.Error, match="prompt is empty"):
+        run_to_end(handlers, prompt="")
+    with pytest.raises(gr.Error, match="not understood"):
+        run_to_end(handlers, pair="just-one-id")
+
+
+def test_failed_model_load_is_shown_and_retried_later():
+    def loader(name=None, target=None, draft=None, progress=None):
+        progress("loading target")
+        raise ValueError(f"{draft!r} and {target!r} use different tokenizers")
+
+    handlers = Handlers(PairCache(loader=loader), "tiny")
+    views = handlers.run(*{**SETTINGS, "pair": "a -> b"}.values())
+    assert "Loading model pair a -> b" in next(views)[-1]
+    with pytest.raises(gr.Error, match="use different tokenizers"):
+        list(views)
+    assert not handlers.pairs.loaded("a -> b")
+
+
+def test_slider_follows_the_rule():
+    assert alpha_slider_range("opt") == (-2.0, 2.0)
+    assert alpha_slider_range("lossy") == (0.0, 0.99)
+    assert alpha_slider_range("bild") == (0.0, 10.0)
+    update = Handlers.rule_changed("lossless", 0.3)
+    assert update["interactive"] is False
+    assert Handlers.rule_changed("lossy", 1.5)["value"] == 0.99
+
+
+def test_pairs_and_public_mode():
+    assert parse_pair("tiny") == {"name": "tiny"}
+    assert parse_pair(" Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B ") == {"draft": "Qwen/Qwen3-0.6B", "target": "Qwen/Qwen3-1.7B"}
+    check_public("Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B")
+    with pytest.raises(ValueError, match="only loads"):
+        check_public("evil/model -> Qwen/Qwen3-1.7B")
+    with pytest.raises(ValueError, match="only loads"):
+        PairCache(public=True).get("evil/model -> other/model")
+
+
+def load_script():
+    """app.py itself (the package app/ shadows it as a module name)."""
+    spec = importlib.util.spec_from_file_location("app_script", Path(__file__).parent.parent / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_command_line():
+    parse_args = load_script().parse_args
+    args = parse_args(["--pair", "tiny", "--port", "7999"])
+    assert (args.pair, args.port, args.host, args.share) == ("tiny", 7999, "127.0.0.1", False)
+    assert parse_args(["--target", "t", "--draft", "d"]).target == "t"
+    with pytest.raises(SystemExit):
+        parse_args(["--target", "t"])

@@ -1,0 +1,148 @@
+"""app.viz: token HTML (escaping, whitespace, classes) and the plotly figures' data."""
+import math
+
+import pytest
+
+from app.viz import figures
+from app.viz.format import number
+from app.viz.stats import speedup_markdown, stats_markdown
+from app.viz.tokens import legend_html, token_text_html, tokens_html, tooltip
+from cascade_core import generate, load_pair
+
+
+def position(text, source="accepted", **overrides):
+    pos = dict(token=1, text=text, source=source, proposal=1, proposal_text=text, block=0, max_q=0.6, max_p=0.7,
+               tv=0.2, q_x=0.5, p_x=0.4, accept_prob=0.8, top_q=[[1, text, 0.5], [2, "b", 0.3]],
+               top_p=[[2, "b", 0.7], [1, text, 0.4]],
+               a_star={"chow": 0.4, "diff": 0.1, "opt": 0.5, "v1": 0.2, "v2": 0.3, "v3": 0.43, "bild": 1.2,
+                       "lossy": -0.1, "lossless": math.inf, "target": math.inf, "draft": -math.inf})
+    pos.update(overrides)
+    return pos
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return generate(load_pair("tiny"), "Hello", rule="v3", alpha=0.3, max_new_tokens=40, seed=1)
+
+
+def test_script_tokens_are_escaped_in_text_and_tooltip():
+    html = tokens_html([position("<script>alert(1)</script>")], ["accepted"], "v3")
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert 'data-tip="#0 &#x27;&lt;script&gt;' in html
+
+
+def test_attribute_breaking_quotes_are_escaped():
+    html = tokens_html([position('" onmouseover="x')], ["accepted"], "v3")
+    assert 'onmouseover="x' not in html
+
+
+def test_newlines_are_marked_and_kept():
+    assert token_text_html("a\nb") == 'a<span class="nl">↵</span>\nb'
+    assert token_text_html("\n\n").count("↵") == 2
+
+
+def test_edge_spaces_are_visible_real_spaces():
+    html = token_text_html("  hi there ")
+    assert html.startswith('<span class="sp"> </span><span class="sp"> </span>hi there')
+    assert html.endswith('<span class="sp"> </span>')
+    assert token_text_html("   ").count('class="sp"') == 3
+
+
+def test_tabs_and_empty_pieces_are_visible():
+    assert "→" in token_text_html("\t")
+    assert 'class="empty"' in token_text_html("")
+
+
+def test_sources_become_classes_and_positions_are_clickable():
+    html = tokens_html([position("a"), position("b"), position("c")], ["accepted", "deferred", "replaced"], "v3")
+    for i, source in enumerate(("accepted", "deferred", "replaced")):
+        assert f'class="tok {source}" data-pos="{i}"' in html
+
+
+def test_tokens_from_first_changed_on_will_change():
+    html = tokens_html([position("a"), position("b"), position("c")], ["accepted"] * 3, "v3", first_changed=1)
+    assert 'class="tok accepted" data-pos="0"' in html
+    assert 'class="tok will-change flip" data-pos="1"' in html
+    assert 'class="tok will-change" data-pos="2"' in html
+
+
+def test_tooltip_has_proposal_numbers_and_rule_a_star():
+    tip = tooltip(3, position(" x", proposal_text=" y"), "deferred", "v3")
+    assert "#3 ' x'  (deferred)" in tip
+    assert "draft proposed ' y'" in tip
+    for fragment in ("q(x) = 0.500", "p(x) = 0.400", "max q = 0.600", "max p = 0.700", "TV = 0.200",
+                     "acceptance prob = 0.800", "a*(v3) = 0.430"):
+        assert fragment in tip
+
+
+def test_baseline_tooltip_shows_unknowns_and_infinity():
+    tip = tooltip(0, position("a", q_x=None, max_q=None, a_star={"target": math.inf}), "deferred", "target")
+    assert "q(x) = –" in tip and "a*(target) = ∞" in tip
+
+
+def test_empty_answer_and_legend():
+    assert "Run the cascade" in tokens_html([], [], "v3")
+    legend = legend_html()
+    for name in ("accepted", "deferred", "replaced", "will change"):
+        assert name in legend
+
+
+def test_number_formatting():
+    assert number(None) == "–" and number(math.inf) == "∞" and number(-math.inf) == "−∞"
+    assert number(0.12345) == "0.123"
+
+
+def test_step_figure_has_statistics_and_threshold(trace):
+    fig = figures.step_figure(trace.positions, "v3", 0.3)
+    names = [t.name for t in fig.data]
+    assert names[:3] == ["max q", "max p", "TV(p, q)"]
+    assert "p(x)" in names and "threshold: (1 - alpha) * max p" in names
+    threshold = fig.data[names.index("threshold: (1 - alpha) * max p")]
+    assert threshold.y[0] == pytest.approx(0.7 * trace.positions[0]["max_p"])
+    assert list(fig.data[0].customdata) == [repr(p["text"]) for p in trace.positions]
+
+
+def test_step_figure_puts_bild_on_its_own_axis(trace):
+    fig = figures.step_figure(trace.positions, "bild", 2.0)
+    assert [t.yaxis for t in fig.data if t.name.startswith("threshold")] == ["y2"]
+
+
+def test_critical_alpha_figure_marks_alpha_and_first_flip(trace):
+    sources, first = trace.recolour("v3", 0.9)
+    fig = figures.critical_alpha_figure(trace.positions, sources, "v3", 0.9, (0, 1), first)
+    points = fig.data[0]
+    assert list(points.y) == pytest.approx([p["a_star"]["v3"] for p in trace.positions])
+    assert fig.layout.shapes[0].y0 == 0.9  # the alpha line
+    if first is not None:
+        assert fig.layout.shapes[1].x0 == first - 0.5
+        assert set(points.marker.color[first:]) == {"#999999"}
+
+
+def test_critical_alpha_figure_clips_infinities(trace):
+    fig = figures.critical_alpha_figure(trace.positions, trace.sources, "lossless", 0.0, (-2, 2))
+    assert set(fig.data[0].y) == {2}
+    assert set(fig.data[0].marker.symbol) == {"triangle-up"}
+
+
+def test_inspector_bars_and_threshold():
+    pos = position("a", token=2, proposal=1, source="replaced")
+    fig = figures.inspector_figure(pos, "v3", 0.3)
+    q_bars, p_bars = fig.data
+    assert list(q_bars.x) == [0.3, 0.5] and list(p_bars.x) == [0.4, 0.7]  # largest on top
+    assert fig.layout.shapes[0].x0 == pytest.approx(0.7 * 0.7)  # (1 - alpha) * max p, on the p panel
+    assert fig.layout.shapes[0].xref == "x2"
+
+
+def test_inspector_for_baseline_without_draft():
+    fig = figures.inspector_figure(position("a", top_q=None, a_star={"target": math.inf}), "target", 0.0)
+    assert len(fig.data) == 1
+    assert "does not run" in fig.layout.annotations[-1].text
+
+
+def test_stats_and_speedup_markdown(trace):
+    text = stats_markdown(trace.stats, {"accepted": 1, "deferred": 2, "replaced": 3}, "caption")
+    assert f"| tokens | {trace.stats['tokens']} |" in text and "1 accepted · 2 deferred · 3 replaced" in text
+    assert "*caption*" in text
+    assert "2.00×" in speedup_markdown(2.0, 0.8, 4, 0.1)
+    assert "–" in speedup_markdown(None, None, 4, 0.1)
