@@ -1,7 +1,6 @@
 """Event handlers: run, recolour, re-run, inspect, stop, and the /run API. They call cascade_core for
 every number and app.viz for every picture."""
 import functools
-import inspect
 import time
 from dataclasses import dataclass
 
@@ -29,17 +28,26 @@ class Run:
     resumed_from: int | None = None
 
 
-def shows_errors(fn):
-    """The engine raises ValueError for bad input; show it in the page (gr.Error) and keep serving."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def generator(*args, **kwargs):
-            try:
-                yield from fn(*args, **kwargs)
-            except ValueError as error:
-                raise gr.Error(str(error), print_exception=False) from error
-        return generator
+def status_only(message):
+    """A view update that leaves the answer, stats and plots as they are and shows a status line."""
+    return (gr.skip(),) * 6 + (message,)
 
+
+def warns_in_page(fn):
+    """For the page's streaming handlers: the engine raises ValueError for bad input (and failed loads);
+    show it as a warning toast and in the status line, and leave the answer and plots as they were."""
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except ValueError as error:
+            gr.Warning(str(error))
+            yield status_only(f"⚠️ {error}")
+    return generator
+
+
+def raises_for_client(fn):
+    """For the API: a ValueError becomes gr.Error, which gradio_client raises with the message."""
     @functools.wraps(fn)
     def plain(*args, **kwargs):
         try:
@@ -123,10 +131,6 @@ class Handlers:
         status = status or (f"Generating… {n} tokens" if running else f"Done: {n} tokens ({run.trace.stop_reason}).")
         return (run, answer, stats, speedup, *plots, status)
 
-    @staticmethod
-    def _status_only(message):
-        return (gr.skip(),) * 6 + (message,)
-
     def _load(self, spec):
         """Yields status updates while the pair loads (once); returns the pair."""
         loading = self.pairs.load_with_progress(spec)
@@ -135,7 +139,7 @@ class Handlers:
                 message = next(loading)
             except StopIteration as done:
                 return done.value
-            yield self._status_only(message)
+            yield status_only(message)
 
     def _stream(self, trace_iter, s, cost_ratio, resumed_from):
         last_figures = 0.0
@@ -145,7 +149,7 @@ class Handlers:
             last_figures = now if refresh else last_figures
             yield self._view(Run(trace, s.pair, resumed_from), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
 
-    @shows_errors
+    @warns_in_page
     @gpu
     def run(self, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Run from scratch, streaming block by block."""
@@ -153,14 +157,14 @@ class Handlers:
         loaded = yield from self._load(s.pair)
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, None)
 
-    @shows_errors
+    @warns_in_page
     @gpu
     def rerun(self, run, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Regenerate what the new settings change: from the first flipped token after a rule/alpha
         change, from scratch after any other change (gamma alone: same text, new costs)."""
         s = Settings.from_inputs(prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
         if run is None:
-            yield self._status_only("Nothing to re-run yet: press Run.")
+            yield status_only("Nothing to re-run yet: press Run.")
             return
         loaded = yield from self._load(s.pair)
         if not s.same_text_inputs(run.trace, run.pair) or run.trace.settings["gamma"] != s.gamma:
@@ -169,7 +173,7 @@ class Handlers:
         old = run.trace.settings
         _, first_changed = run.trace.recolour(s.rule, s.alpha)
         if first_changed is None and run.trace.finished and (old["rule"], old["alpha"]) == (s.rule, s.alpha):
-            yield self._status_only("Nothing changed since the last run.")
+            yield status_only("Nothing changed since the last run.")
             return
         start = len(run.trace.positions) if first_changed is None else first_changed
         resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())
@@ -178,7 +182,7 @@ class Handlers:
     def stopped(self, run, rule, alpha, cost_ratio):
         """After Stop: the partial trace with fresh figures; Re-run continues it."""
         if run is None:
-            return self._status_only("Stopped.")
+            return status_only("Stopped.")
         return self._view(run, rule, alpha, cost_ratio, running=False,
                           status=f"Stopped after {len(run.trace.positions)} tokens; Re-run continues from there.")
 
@@ -221,11 +225,12 @@ class Handlers:
             rule, alpha = run.trace.settings["rule"], run.trace.settings["alpha"]
             note = f" *(This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}.)*"
         heading = f"**Token #{index}** `{pos['text']!r}`, {pos['source']}, block {pos['block']}."
-        return f"{heading} {explain(rule, pos, alpha)}{note}", figures.inspector_figure(pos, rule, alpha)
+        figure = figures.inspector_figure(pos, rule, alpha)
+        return f"{heading} {explain(rule, pos, alpha)}{note}", gr.update(value=figure, visible=True)
 
     # -- API ---------------------------------------------------------------------------------------
 
-    @shows_errors
+    @raises_for_client
     def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
                 max_new_tokens: int = 64, seed: int = 0) -> str:
         """Run the cascade on the app's default pair; returns the trace as JSON (cascade_core's Trace.to_json)."""

@@ -97,7 +97,7 @@ def build_app(pair=None, public=None, pairs=None):
                         speedup = gr.Markdown(speedup_markdown(None, None, None, DEFAULT_COST_RATIO), elem_id="speedup")
                 with gr.Group(elem_id="inspector"):
                     inspector_text = gr.Markdown("*Click a token to inspect it.*", elem_id="inspector-text")
-                    inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot")
+                    inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
         with gr.Row():
             step_plot = gr.Plot(label="Per step", elem_id="step-plot")
             alpha_plot = gr.Plot(label="Critical alpha", elem_id="alpha-plot")

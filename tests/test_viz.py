@@ -108,21 +108,27 @@ def test_step_figure_puts_bild_on_its_own_axis(trace):
     assert [t.yaxis for t in fig.data if t.name.startswith("threshold")] == ["y2"]
 
 
+def points(fig):
+    """{position: (a* drawn, trace name, symbol)} over the chart's traces."""
+    return {x: (y, t.name, t.marker.symbol) for t in fig.data for x, y in zip(t.x, t.y)}
+
+
 def test_critical_alpha_figure_marks_alpha_and_first_flip(trace):
     sources, first = trace.recolour("v3", 0.9)
+    assert first is not None
     fig = figures.critical_alpha_figure(trace.positions, sources, "v3", 0.9, (0, 1), first)
-    points = fig.data[0]
-    assert list(points.y) == pytest.approx([p["a_star"]["v3"] for p in trace.positions])
+    drawn = points(fig)
+    assert [drawn[i][0] for i in range(len(trace.positions))] == pytest.approx(
+        [p["a_star"]["v3"] for p in trace.positions])
+    assert [drawn[i][1] for i in range(first)] == sources[:first]
+    assert {drawn[i][1] for i in range(first, len(trace.positions))} == {"will change"}
     assert fig.layout.shapes[0].y0 == 0.9  # the alpha line
-    if first is not None:
-        assert fig.layout.shapes[1].x0 == first - 0.5
-        assert set(points.marker.color[first:]) == {"#999999"}
+    assert fig.layout.shapes[1].x0 == first - 0.5  # the first flip
 
 
 def test_critical_alpha_figure_clips_infinities(trace):
     fig = figures.critical_alpha_figure(trace.positions, trace.sources, "lossless", 0.0, (-2, 2))
-    assert set(fig.data[0].y) == {2}
-    assert set(fig.data[0].marker.symbol) == {"triangle-up"}
+    assert {(y, symbol) for y, _, symbol in points(fig).values()} == {(2, "triangle-up")}
 
 
 def test_inspector_bars_and_threshold():

@@ -2,7 +2,9 @@
 and the inspector's top-10 bars. Every point carries its position and token text for the hover."""
 import math
 
+import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from cascade_core.explain import threshold
@@ -14,18 +16,26 @@ from .tokens import COLOURS
 # live on their own scale, so they go on the right axis.
 PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
 # Marker shapes repeat the provenance colours, so the chart reads without colour vision too.
-SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond"}
-LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=50, b=40), height=320,
+SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open"}
+# The process-wide default template is applied at a fraction of the cost of template= per figure
+# (~20 ms per figure, most of an alpha drag's budget).
+pio.templates.default = "plotly_white"
+LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=40), height=320,
               legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=12))
 
 
+# Figures are rebuilt on every alpha drag: numpy arrays keep plotly's validation per trace, not per point
+# (lists of 512 values cost tens of milliseconds each).
+def _numbers(values):
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def _strings(values):
+    return np.array(values, dtype=object)
+
+
 def _hover_tokens(positions):
-    return [token_repr(pos["text"]) for pos in positions]
-
-
-def _displayed_colours(sources, first_changed):
-    return [COLOURS["will-change"] if first_changed is not None and i >= first_changed else COLOURS[s]
-            for i, s in enumerate(sources)]
+    return _strings([token_repr(pos["text"]) for pos in positions])
 
 
 def _first_changed_line(fig, first_changed):
@@ -37,14 +47,14 @@ def _first_changed_line(fig, first_changed):
 def step_figure(positions, rule, alpha, first_changed=None):
     """max q, max p and TV per position, with the rule's statistic and its threshold (the rule defers
     where the statistic is below the threshold; BiLD* where it is above)."""
-    x = list(range(len(positions)))
+    x = np.arange(len(positions))
     hover = _hover_tokens(positions)
     template = "#%{x} %{customdata}<br>%{fullData.name} = %{y:.3f}<extra></extra>"
     fig = go.Figure()
     for key, name, colour in (("max_q", "max q", COLOURS["accepted"]), ("max_p", "max p", COLOURS["replaced"]),
                               ("tv", "TV(p, q)", "#009E73")):
-        values = [pos[key] for pos in positions]
-        if any(v is not None for v in values):
+        values = _numbers(pos[key] for pos in positions)
+        if not np.isnan(values).all():
             fig.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines+markers", line=dict(color=colour, width=1.5),
                                      marker=dict(size=4), customdata=hover, hovertemplate=template))
     forms = [threshold(rule, pos, alpha) for pos in positions]
@@ -52,10 +62,10 @@ def step_figure(positions, rule, alpha, first_changed=None):
         label, formula = forms[0][0], forms[0][3]
         axis = "y" if label in PROBABILITY_LABELS else "y2"
         if label not in ("max q",):
-            fig.add_trace(go.Scatter(x=x, y=[f[1] for f in forms], name=label, mode="markers", yaxis=axis,
+            fig.add_trace(go.Scatter(x=x, y=_numbers(f[1] for f in forms), name=label, mode="markers", yaxis=axis,
                                      marker=dict(color="#CC79A7", size=6, symbol="diamond"),
                                      customdata=hover, hovertemplate=template))
-        fig.add_trace(go.Scatter(x=x, y=[f[2] for f in forms], name=f"threshold: {formula}", yaxis=axis,
+        fig.add_trace(go.Scatter(x=x, y=_numbers(f[2] for f in forms), name=f"threshold: {formula}", yaxis=axis,
                                  mode="lines", line=dict(color="#000", dash="dash", shape="hvh", width=1.5),
                                  customdata=hover, hovertemplate=template))
         if axis == "y2":
@@ -72,26 +82,36 @@ def step_figure(positions, rule, alpha, first_changed=None):
 
 def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_changed=None):
     """a* of every token for the rule, and a line at alpha: tokens above the line defer, so a token
-    flips when the line crosses it. Infinite a* are drawn at the axis edge as triangles."""
+    flips when the line crosses it. Infinite a* are drawn at the axis edge as triangles. One trace per
+    (provenance, marker) keeps colours and symbols scalar: per-point ones cost plotly ~20 ms per drag."""
     lo, hi = axis_range
-    stars = [(pos.get("a_star") or {}).get(rule) for pos in positions]
-    y = [None if a is None else clip(a, lo, hi) for a in stars]
-    symbols = ["triangle-up" if a is not None and a > hi else "triangle-down" if a is not None and a < lo
-               else SYMBOLS[s] for a, s in zip(stars, sources)]
-    decisions = ["defers" if a is not None and alpha < a else "does not defer" for a in stars]
-    custom = list(zip(_hover_tokens(positions), [number(a) for a in stars], decisions, sources))
-    fig = go.Figure(go.Scatter(
-        x=list(range(len(positions))), y=y, mode="markers", name="a*",
-        marker=dict(color=_displayed_colours(sources, first_changed), size=8, symbol=symbols,
-                    line=dict(color="#333", width=0.5)),
-        customdata=custom,
-        hovertemplate="#%{x} %{customdata[0]}<br>a* = %{customdata[1]}: %{customdata[2]} at this alpha"
-                      "<br>%{customdata[3]}<extra></extra>"))
+    groups = {}
+    for i, (pos, source) in enumerate(zip(positions, sources)):
+        a_star = (pos.get("a_star") or {}).get(rule)
+        if a_star is None:
+            continue
+        shown = "will-change" if first_changed is not None and i >= first_changed else source
+        symbol = "triangle-up" if a_star > hi else "triangle-down" if a_star < lo else SYMBOLS[shown]
+        decision = "defers" if alpha < a_star else "does not defer"
+        groups.setdefault((shown, symbol), []).append(
+            (i, clip(a_star, lo, hi), token_repr(pos["text"]), number(a_star), decision))
+    fig = go.Figure()
+    named = set()
+    for (shown, symbol), rows in groups.items():
+        x, y, *custom = zip(*rows)
+        fig.add_trace(go.Scatter(
+            x=np.array(x), y=np.array(y), mode="markers", name=shown.replace("-", " "), legendgroup=shown,
+            showlegend=shown not in named,
+            marker=dict(color=COLOURS[shown], symbol=symbol, size=8, line=dict(color="#333", width=0.5)),
+            customdata=_strings(list(zip(*custom))),
+            hovertemplate=f"#%{{x}} %{{customdata[0]}}<br>a* = %{{customdata[1]}}: %{{customdata[2]}} at this alpha"
+                          f"<br>{shown}<extra></extra>"))
+        named.add(shown)
     fig.add_hline(y=alpha, line=dict(color="#000", dash="dash"), annotation_text=f"alpha = {alpha:.2f}",
                   annotation_position="top right")
     _first_changed_line(fig, first_changed)
     span = hi - lo
-    fig.update_layout(**LAYOUT, showlegend=False,
+    fig.update_layout(**LAYOUT,
                       title=dict(text=f"Critical alpha a* per token ({rule}): defers where a* is above the line",
                                  font=dict(size=13)),
                       xaxis=dict(title="token position"),

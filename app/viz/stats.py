@@ -24,7 +24,7 @@ def stats_markdown(stats, provenance, caption=""):
         return "*No run yet.*"
     rows = [f"| {label} | {_cell(stats.get(key), pattern)} |" for key, label, pattern in ROWS]
     counts = " · ".join(f"{provenance.get(s, 0)} {s}" for s in ("accepted", "deferred", "replaced"))
-    lines = ["| measured | |", "|---|---|", *rows, "", f"**Whole text:** {counts}"]
+    lines = ["| measured | |", "|:---|---:|", *rows, "", f"**Whole text:** {counts}"]
     if caption:
         lines += ["", f"*{caption}*"]
     return "\n".join(lines)

@@ -1,0 +1,120 @@
+"""App benchmarks: server-side recolouring of a 512-token trace after an alpha change, page load, and the
+time from Run to the first coloured token on screen (bundled pair, real browser).
+
+    HF_HUB_OFFLINE=1 python bench/app_bench.py [--pair bundled] [--repeats 5] [--skip-browser]
+"""
+import argparse
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gradio as gr  # noqa: E402
+
+from app import build_app, launch  # noqa: E402
+from app.callbacks import Handlers, Run  # noqa: E402
+from app.pairs import PairCache  # noqa: E402
+from cascade_core import generate, load_pair  # noqa: E402
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
+
+
+def milliseconds(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), max(times)
+
+
+def bench_recolour(repeats):
+    """The alpha-drag handler end to end on the server: recolour, token HTML, both figures, and the
+    figures' serialisation as Gradio sends them."""
+    trace = generate(load_pair("tiny"), "Once upon a time", rule="v3", alpha=0.3, max_new_tokens=512,
+                     stop_at_eos=False)
+    assert len(trace.positions) == 512
+    run = Run(trace, "tiny")
+    plot = gr.Plot()
+
+    def drag():
+        for alpha in ALPHAS:
+            _, step_plot, alpha_plot, _ = Handlers.recolour(run, "v3", alpha)
+            plot.postprocess(step_plot), plot.postprocess(alpha_plot)
+
+    parts = {
+        "recolour (a* lookup)": lambda: [trace.recolour("v3", a) for a in ALPHAS],
+        "whole handler incl. figures + JSON": drag,
+    }
+    return {name: tuple(t / len(ALPHAS) for t in milliseconds(fn, repeats)) for name, fn in parts.items()}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_browser(pair, repeats, prompt):
+    from playwright.sync_api import sync_playwright
+
+    pairs = PairCache()
+    start = time.perf_counter()
+    pairs.get(pair)
+    load_seconds = time.perf_counter() - start
+    demo = build_app(pair, pairs=pairs)
+    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
+    page_loads, first_tokens = [], []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            for _ in range(repeats):
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                start = time.perf_counter()
+                page.goto(url)
+                page.wait_for_selector("#run")
+                page_loads.append(time.perf_counter() - start)
+                page.fill("#prompt textarea", prompt)
+                page.fill("#max-new-tokens input[type=number]", "16")
+                page.press("#max-new-tokens input[type=number]", "Enter")
+                start = time.perf_counter()
+                page.click("#run")
+                page.wait_for_selector("#answer .tok", timeout=60000)
+                first_tokens.append(time.perf_counter() - start)
+                page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done')",
+                                       timeout=120000)
+                page.close()
+            browser.close()
+    finally:
+        demo.close()
+    return load_seconds, page_loads, first_tokens
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", default="bundled")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--prompt", default="Write a haiku about rain on a tin roof.")
+    parser.add_argument("--skip-browser", action="store_true")
+    args = parser.parse_args()
+
+    print("| measurement | median | worst |\n|---|---|---|")
+    for name, (median, worst) in bench_recolour(args.repeats).items():
+        print(f"| 512 tokens, alpha change: {name} | {median:.2f} ms | {worst:.2f} ms |")
+    if args.skip_browser:
+        return
+    load_seconds, page_loads, first_tokens = bench_browser(args.pair, args.repeats, args.prompt)
+    print(f"| {args.pair} pair load (once per process) | {load_seconds:.2f} s | |")
+    print(f"| page load (navigation to controls ready) | {statistics.median(page_loads):.2f} s | "
+          f"{max(page_loads):.2f} s |")
+    print(f"| Run to first coloured token ({args.pair}) | {statistics.median(first_tokens):.2f} s | "
+          f"{max(first_tokens):.2f} s |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""End to end in a real browser: Playwright driving Debian's chromium against the app on the tiny pair.
+Open the page, Run, wait for coloured tokens, move alpha (recolour), release (re-run), click a token
+(inspector). Screenshots go to docs/screenshots/."""
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app import build_app, launch
+from app.pairs import PairCache
+from cascade_core import generate, load_pair
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+PROMPT = "Hello there"
+RUN = dict(rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64)  # the page's defaults
+NEW_ALPHA = 0.95
+
+
+def chromium_or_skip():
+    """Debian's chromium, apt-installed here if missing (as `make test` does); skip only if that fails."""
+    if not Path(CHROMIUM).exists() and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run("apt-get update -qq && apt-get install -y -qq chromium chromium-driver", shell=True,
+                       capture_output=True, timeout=900)
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing and could not be installed with apt-get")
+    return CHROMIUM
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url():
+    pairs = PairCache()
+    pairs.get("tiny")
+    demo = build_app("tiny", pairs=pairs)
+    _, address, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield address
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(url):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    executable = chromium_or_skip()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector("#run")
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def token_classes(page):
+    return page.eval_on_selector_all("#answer .tok", "els => els.map(e => e.className.replace('tok ', ''))")
+
+
+def wait_until_done(page):
+    page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done')", timeout=30000)
+
+
+def set_alpha(page, value, event):
+    """Move the alpha slider's range input as a drag does ('input'), or let go of it ('pointerup')."""
+    page.eval_on_selector("#alpha input[type=range]", """(el, [value, event]) => {
+        el.value = value; el.dispatchEvent(new Event('input', {bubbles: true}));
+        if (event === 'pointerup') el.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
+    }""", [str(value), event])
+
+
+def test_run_recolour_rerun_and_inspect(page):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    tiny = load_pair("tiny")
+    expected = generate(tiny, PROMPT, **RUN)
+    sources, first = expected.recolour("v3", NEW_ALPHA)
+    assert first is not None, "pick NEW_ALPHA so that some token flips"
+
+    page.fill("#prompt textarea", PROMPT)
+    page.click("#run")
+    page.wait_for_selector("#answer .tok")
+    wait_until_done(page)
+    assert token_classes(page) == expected.sources
+    assert page.inner_text("#answer .tokens").replace("↵\n", "\n") == expected.text
+    page.hover("#answer .tok[data-pos='3']")
+    page.screenshot(path=SCREENSHOTS / "tiny-run-hover.png", full_page=True)
+
+    set_alpha(page, NEW_ALPHA, "input")
+    page.wait_for_selector("#answer .tok.will-change")
+    classes = token_classes(page)
+    assert classes[:first] == sources[:first]
+    assert classes[first] == "will-change flip"
+    assert all(c == "will-change" for c in classes[first + 1:])
+    assert f"token #{first} may change" in page.inner_text("#status")
+    page.screenshot(path=SCREENSHOTS / "tiny-alpha-moved.png", full_page=True)
+
+    set_alpha(page, NEW_ALPHA, "pointerup")
+    page.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Done')"
+                           " && !document.querySelector('#answer .will-change')", timeout=30000)
+    rerun = generate(tiny, PROMPT, **{**RUN, "alpha": NEW_ALPHA})
+    assert token_classes(page) == rerun.sources
+    assert f"Re-run from token #{first}" in page.inner_text("#stats")
+
+    page.click(f"#answer .tok[data-pos='{first}']")
+    page.wait_for_function(f"() => document.querySelector('#inspector-text')?.innerText.includes('Token #{first}')")
+    page.wait_for_selector("#inspector-plot .js-plotly-plot")
+    text = page.inner_text("#inspector-text")
+    assert "v3" in text and "(1 - alpha) * max p" in text
+    page.screenshot(path=SCREENSHOTS / "tiny-inspector.png", full_page=True)
