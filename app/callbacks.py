@@ -190,10 +190,11 @@ class Handlers:
 
     @staticmethod
     def rule_changed(rule, alpha):
-        """The alpha slider follows the rule's natural range; alpha-free rules disable it."""
+        """The alpha slider follows the rule's natural range (alpha-free rules disable it); the rule's
+        one-line explanation is shown under it. Outputs: alpha slider, rule explanation."""
         lo, hi = alpha_slider_range(rule)
-        return gr.update(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=alpha_is_used(rule),
-                         info=rule_info(rule))
+        return (gr.update(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=alpha_is_used(rule)),
+                rule_info(rule))
 
     @staticmethod
     def recolour(run, rule, alpha):

@@ -68,8 +68,8 @@ def build_app(pair=None, public=None, pairs=None):
                                        allow_custom_value=not public, elem_id="pair",
                                        info="hub ids or local folders as 'draft -> target'" if not public
                                        else "public mode: allow-listed models only")
-                rule = gr.Dropdown([(r, r) for r in RULES], value=DEFAULT_RULE, label="Rule", elem_id="rule",
-                                   info=rule_info(DEFAULT_RULE))
+                rule = gr.Dropdown([(r, r) for r in RULES], value=DEFAULT_RULE, label="Rule", elem_id="rule")
+                rule_text = gr.Markdown(rule_info(DEFAULT_RULE), elem_id="rule-info")
                 alpha = gr.Slider(lo, hi, value=DEFAULT_ALPHA, step=0.01, label="alpha", elem_id="alpha")
                 with gr.Row():
                     gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma (draft block)",
@@ -116,7 +116,7 @@ def build_app(pair=None, public=None, pairs=None):
         rerun_triggers = [rerun_button.click(handlers.rerun, [run_state, *settings], view, **generating),
                           alpha.release(handlers.rerun, [run_state, *settings], view, **generating),
                           gamma.release(handlers.rerun, [run_state, *settings], view, **generating)]
-        rule_event = rule.change(handlers.rule_changed, [rule, alpha], alpha, **instant).then(
+        rule_event = rule.change(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **instant).then(
             handlers.recolour, [run_state, rule, alpha], live, **instant).then(
             handlers.rerun, [run_state, *settings], view, **generating)
         stop_button.click(handlers.stopped, [run_state, rule, alpha, cost_ratio], view,

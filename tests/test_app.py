@@ -209,9 +209,11 @@ def test_slider_follows_the_rule():
     assert alpha_slider_range("opt") == (-2.0, 2.0)
     assert alpha_slider_range("lossy") == (0.0, 0.99)
     assert alpha_slider_range("bild") == (0.0, 10.0)
-    update = Handlers.rule_changed("lossless", 0.3)
-    assert update["interactive"] is False
-    assert Handlers.rule_changed("lossy", 1.5)["value"] == 0.99
+    update, text = Handlers.rule_changed("lossless", 0.3)
+    assert update["interactive"] is False and "alpha is ignored" in text
+    update, text = Handlers.rule_changed("opt", 0.3)
+    assert (update["minimum"], update["maximum"], update["value"]) == (-2.0, 2.0, 0.3)
+    assert Handlers.rule_changed("lossy", 1.5)[0]["value"] == 0.99
 
 
 def test_pairs_and_public_mode():

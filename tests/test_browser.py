@@ -119,3 +119,23 @@ def test_run_recolour_rerun_and_inspect(page):
     text = page.inner_text("#inspector-text")
     assert "v3" in text and "(1 - alpha) * max p" in text
     page.screenshot(path=SCREENSHOTS / "tiny-inspector.png", full_page=True)
+
+
+def choose_rule(page, rule):
+    page.click("#rule input")
+    page.click(f"#rule li[aria-label='{rule}']")
+
+
+def test_rule_change_moves_the_slider_and_reruns(page):
+    """Runs after the test above (same page): alpha is NEW_ALPHA there."""
+    expected = generate(load_pair("tiny"), PROMPT, **{**RUN, "rule": "chow", "alpha": NEW_ALPHA})
+    choose_rule(page, "chow")
+    page.wait_for_function("""expected => JSON.stringify([...document.querySelectorAll('#answer .tok')]
+        .map(e => e.className.replace('tok ', ''))) === JSON.stringify(expected)""", arg=expected.sources,
+                           timeout=30000)
+    assert "max q < 1 - alpha" in page.inner_text("#rule-info")
+
+    choose_rule(page, "opt")
+    page.wait_for_function("() => document.querySelector('#alpha input[type=range]').min === '-2'")
+    choose_rule(page, "lossless")
+    page.wait_for_function("() => document.querySelector('#alpha input[type=range]').disabled")
