@@ -53,7 +53,7 @@ def build_app(pair=None, public=None, pairs=None):
     choices = CHOICES if any(value == pair for _, value in CHOICES) else CHOICES + [(pair, pair)]
     lo, hi = alpha_slider_range(DEFAULT_RULE)
 
-    with gr.Blocks(title="Speculative Cascades Explorer") as demo:
+    with gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False) as demo:
         run_state = gr.State(None)
         gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* "
                     "model checks them, and a deferral rule decides whom to trust. Every token below tells its story: "
