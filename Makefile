@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench browser
+.PHONY: setup run test bench bench-app browser
 
 $(STAMP): requirements.txt
 	python3 -m venv $(VENV)
@@ -28,3 +28,6 @@ test: setup browser
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) -m cascade_core bench $(ARGS)
+
+bench-app: setup browser
+	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)

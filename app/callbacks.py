@@ -21,11 +21,10 @@ FIGURE_INTERVAL = 0.5  # seconds between figure refreshes while streaming; token
 
 @dataclass
 class Run:
-    """The trace on screen, the pair that made it, and where its last re-run started (None: from scratch)."""
+    """The trace on screen and the pair that made it."""
 
     trace: Trace
     pair: str
-    resumed_from: int | None = None
 
 
 def status_only(message):
@@ -57,36 +56,31 @@ def raises_for_client(fn):
     return plain
 
 
-def provenance_counts(sources):
-    return {s: sources.count(s) for s in ("accepted", "deferred", "replaced")}
-
-
-def measured_part(run):
-    """The engine's stats for what the last run actually generated, and a caption saying which part that is.
-    A re-run reuses a prefix and only counts the calls and time of the regenerated tokens."""
-    trace = run.trace
-    if not run.resumed_from:
-        return trace.stats, ""
-    part = Trace(prompt_ids=trace.prompt_ids, settings=trace.settings, prompt=trace.prompt,
-                 positions=trace.positions[run.resumed_from:], counters=trace.counters)
+def resume_caption(trace):
+    """What the measured numbers cover after a re-run that reused a prefix."""
+    if not trace.resumed_from:
+        return ""
     n = len(trace.positions)
-    if run.resumed_from >= n:
-        return None, "Nothing needed regenerating: every token stands under this rule and alpha."
-    return part.stats, (f"Re-run from token #{run.resumed_from}: calls, rates and time cover the "
-                        f"{n - run.resumed_from} regenerated tokens; the first {run.resumed_from} were reused.")
+    if trace.resumed_from >= n:
+        return "Nothing needed regenerating: every token stands under this rule and alpha."
+    return (f"Re-run from token #{trace.resumed_from}: calls, rates and time cover the "
+            f"{n - trace.resumed_from} regenerated tokens; the first {trace.resumed_from} were reused.")
 
 
 def stats_view(run, cost_ratio):
     """(stats Markdown, projected speed-up Markdown) for the run on screen."""
     if run is None:
-        return stats_markdown(None, {}), speedup_markdown(None, None, None, cost_ratio)
-    stats, caption = measured_part(run)
-    acceptance = (stats or run.trace.stats)["acceptance_rate"]
+        return stats_markdown(None), speedup_markdown(None, None, cost_ratio, None)
+    stats = run.trace.stats
     gamma = run.trace.settings["gamma"]
-    speedup = None if acceptance is None else expected_speedup(acceptance, gamma, cost_ratio,
-                                                              draft_calls_per_block=gamma + 1)
-    return (stats_markdown(stats or run.trace.stats, provenance_counts(run.trace.sources), caption),
-            speedup_markdown(speedup, acceptance, gamma, cost_ratio))
+
+    def speedup(c):
+        if stats["acceptance_rate"] is None or c is None:
+            return None
+        return expected_speedup(stats["acceptance_rate"], gamma, c, draft_calls_per_block=gamma + 1)
+
+    return (stats_markdown(stats, resume_caption(run.trace)),
+            speedup_markdown(stats, gamma, cost_ratio, speedup(cost_ratio), speedup(stats["cost_ratio"])))
 
 
 def answer_view(run, rule, alpha, running=False):
@@ -141,13 +135,13 @@ class Handlers:
                 return done.value
             yield status_only(message)
 
-    def _stream(self, trace_iter, s, cost_ratio, resumed_from):
+    def _stream(self, trace_iter, s, cost_ratio):
         last_figures = 0.0
         for trace in trace_iter:
             now = time.perf_counter()
             refresh = trace.finished or now - last_figures >= FIGURE_INTERVAL
             last_figures = now if refresh else last_figures
-            yield self._view(Run(trace, s.pair, resumed_from), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
+            yield self._view(Run(trace, s.pair), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
 
     @warns_in_page
     @gpu
@@ -155,7 +149,7 @@ class Handlers:
         """Run from scratch, streaming block by block."""
         s = Settings.from_inputs(prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
         loaded = yield from self._load(s.pair)
-        yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, None)
+        yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
 
     @warns_in_page
     @gpu
@@ -168,7 +162,7 @@ class Handlers:
             return
         loaded = yield from self._load(s.pair)
         if not s.same_text_inputs(run.trace, run.pair) or run.trace.settings["gamma"] != s.gamma:
-            yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, None)
+            yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
             return
         old = run.trace.settings
         _, first_changed = run.trace.recolour(s.rule, s.alpha)
@@ -177,7 +171,7 @@ class Handlers:
             return
         start = len(run.trace.positions) if first_changed is None else first_changed
         resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())
-        yield from self._stream(resumed, s, cost_ratio, start)
+        yield from self._stream(resumed, s, cost_ratio)
 
     def stopped(self, run, rule, alpha, cost_ratio):
         """After Stop: the partial trace with fresh figures; Re-run continues it."""

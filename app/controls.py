@@ -3,7 +3,7 @@ import math
 from dataclasses import dataclass
 
 from cascade_core import ALPHA_RANGE, DESCRIPTIONS
-from cascade_core.rules import ALPHA_FREE
+from cascade_core import ALPHA_FREE
 
 OPEN_END = 2.0  # an infinite end of a rule's alpha range is shown as +-2 on the slider
 LOSSY_TOP = 0.99  # lossy's range is [0, 1): alpha = 1 would accept every draft token

@@ -7,7 +7,7 @@ from pathlib import Path
 import gradio as gr
 
 from cascade_core import RULES
-from cascade_core.engine import MAX_GAMMA, MAX_NEW_TOKENS
+from cascade_core import MAX_GAMMA, MAX_NEW_TOKENS
 
 from .callbacks import Handlers
 from .controls import alpha_slider_range, rule_info
@@ -17,7 +17,7 @@ from .viz.tokens import legend_html, tokens_html
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_RULE, DEFAULT_ALPHA = "v3", 0.3
-DEFAULT_COST_RATIO = 0.25  # the engine exposes no measured draft/target cost ratio yet
+DEFAULT_COST_RATIO = 0.25  # a typical GPU draft/target ratio; each run also reports the one it measured
 # A click on a token sends its position to the server (gr.HTML's trigger); the listener sits on the
 # component so it survives every re-render of the tokens.
 CLICK_TO_INSPECT = """
@@ -89,12 +89,12 @@ def build_app(pair=None, public=None, pairs=None):
                 answer = gr.HTML(tokens_html([], [], DEFAULT_RULE), elem_id="answer", js_on_load=CLICK_TO_INSPECT)
                 with gr.Row():
                     with gr.Column():
-                        stats = gr.Markdown(stats_markdown(None, {}), elem_id="stats")
+                        stats = gr.Markdown(stats_markdown(None), elem_id="stats")
                     with gr.Column():
                         cost_ratio = gr.Slider(0.01, 1.0, value=DEFAULT_COST_RATIO, step=0.01,
                                                label="draft/target cost ratio c (time of one draft call / one target call)",
                                                elem_id="cost-ratio")
-                        speedup = gr.Markdown(speedup_markdown(None, None, None, DEFAULT_COST_RATIO), elem_id="speedup")
+                        speedup = gr.Markdown(speedup_markdown(None, None, DEFAULT_COST_RATIO, None, None), elem_id="speedup")
                 with gr.Group(elem_id="inspector"):
                     inspector_text = gr.Markdown("*Click a token to inspect it.*", elem_id="inspector-text")
                     inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)

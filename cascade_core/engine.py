@@ -135,7 +135,8 @@ class Cascade:
         self.target_cache = DynamicCache(config=pair.target.config) if self.uses_target else None
         self.draft_cache = DynamicCache(config=pair.draft.config) if self.uses_draft else None
         self.counters = trace.counters
-        self.counters.update(target_calls=0, draft_calls=0, prefill_seconds=0.0, wall_seconds=0.0)
+        self.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
+                             prefill_seconds=0.0, wall_seconds=0.0)
 
     @property
     def position(self):
@@ -152,6 +153,15 @@ class Cascade:
         self.last = seq[-1]
         self.counters["prefill_seconds"] = time.perf_counter() - start
 
+    def _forward(self, role, ids):
+        """A counted, timed forward of one model (the timing gives the measured cost ratio c)."""
+        model, cache = (self.pair.target, self.target_cache) if role == "target" else (self.pair.draft, self.draft_cache)
+        start = time.perf_counter()
+        logits = forward(model, cache, ids, self.vocab)  # its NaN check synchronises CUDA, so the time is real
+        self.counters[f"{role}_seconds"] += time.perf_counter() - start
+        self.counters[f"{role}_calls"] += 1
+        return logits
+
     def step(self):
         """Run one block; append its positions to the trace."""
         n = min(self.gamma + 1, self.max_new_tokens - self.position)
@@ -163,32 +173,28 @@ class Cascade:
 
     def _plain_step(self, uniforms):
         """Target-only or draft-only: sample one token from the model with the position's draft uniform."""
-        model, cache = (self.pair.target, self.target_cache) if self.uses_target else (self.pair.draft, self.draft_cache)
-        logits = forward(model, cache, [self.last], self.vocab)
+        role = "target" if self.uses_target else "draft"
+        logits = self._forward(role, [self.last])
         stat, dist = sampling_distribution(logits, self.temperature)
         token = int(sample_inverse_cdf(dist, uniforms[:, DRAFT])[0])
-        key = "target_calls" if self.uses_target else "draft_calls"
-        self.counters[key] += 1
         a_star = [{self.rule: math.inf if self.uses_target else -math.inf}]
         dists = dict(p_stat=stat, p=dist) if self.uses_target else dict(q_stat=stat, q=dist)
-        record = position_records(self.decoder, self.counters[key] - 1, [token], a_star, **dists)
+        record = position_records(self.decoder, self.counters[f"{role}_calls"] - 1, [token], a_star, **dists)
         self._emit(record, [token], ["deferred" if self.uses_target else "accepted"])
 
     def _cascade_step(self, uniforms):
         n = len(uniforms)
-        pair, temperature = self.pair, self.temperature
+        temperature = self.temperature
         x, q_stats, qs = [], [], []
         draft_input = self.last
         for j in range(n):
-            logits = forward(pair.draft, self.draft_cache, [draft_input], self.vocab)[-1:]
+            logits = self._forward("draft", [draft_input])[-1:]
             q_stat, q = sampling_distribution(logits, temperature)
             draft_input = int(sample_inverse_cdf(q, uniforms[j : j + 1, DRAFT])[0])
             x.append(draft_input)
             q_stats.append(q_stat)
             qs.append(q)
-        p_logits = forward(pair.target, self.target_cache, [self.last] + x[:-1], self.vocab)
-        self.counters["draft_calls"] += n
-        self.counters["target_calls"] += 1
+        p_logits = self._forward("target", [self.last] + x[:-1])
         q_stat, q = torch.cat(q_stats), torch.cat(qs)
         p_stat, p = sampling_distribution(p_logits.to(q.dtype), temperature)
         greedy = temperature == 0
@@ -246,7 +252,7 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
     check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, max_new_tokens)
     settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed,
                     max_new_tokens=max_new_tokens, chat=chat, pair=pair.name, alpha_range=ALPHA_RANGE[rule])
-    trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix)
+    trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix))
     cascade = Cascade(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos)
     if prefix and (prefix[-1]["token"] in cascade.eos or len(prefix) >= max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in cascade.eos else "max_new_tokens"

@@ -34,6 +34,9 @@ def deferred(rule, pos, alpha):
 
 def explain(rule, pos, alpha):
     """One sentence, with the numbers, saying why the rule did what it did at this position."""
+    if rule not in (pos.get("a_star") or {}):
+        return (f"{rule} cannot be evaluated at this token: it comes from a baseline run that computed only one "
+                "model's distribution. Run a cascade rule to compare q and p.")
     token, proposal = repr(pos["text"]), repr(pos["proposal_text"])
     if rule == "target":
         return f"Target only: {token} was sampled from p (p = {pos['p_x']:.3f})." if pos.get("p_x") is not None \

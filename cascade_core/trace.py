@@ -22,6 +22,7 @@ class Trace:
     counters: dict = field(default_factory=dict)
     finished: bool = False
     stop_reason: str | None = None
+    resumed_from: int = 0  # positions before this were reused from an earlier trace, not generated here
 
     @property
     def tokens(self):
@@ -37,22 +38,30 @@ class Trace:
 
     @property
     def stats(self):
+        """Provenance counts and rates describe the whole text; calls, time and the rates built on them
+        describe the tokens this run generated (after ``resumed_from``)."""
         c = self.counters
         n = len(self.positions)
+        new = n - self.resumed_from
         counts = {s: self.sources.count(s) for s in SOURCES}
         cascade = bool(c.get("draft_calls") and c.get("target_calls"))
         wall = c.get("wall_seconds", 0.0)
+        per_call = {role: c[f"{role}_seconds"] / c[f"{role}_calls"] for role in ("draft", "target")
+                    if c.get(f"{role}_calls") and c.get(f"{role}_seconds")}
         return {
             "tokens": n,
+            "new_tokens": new,
+            "resumed_from": self.resumed_from,
             **counts,
             "target_calls": c.get("target_calls", 0),
             "draft_calls": c.get("draft_calls", 0),
             "acceptance_rate": (counts["accepted"] + counts["deferred"]) / n if cascade and n else None,
-            "tokens_per_target_call": n / c["target_calls"] if c.get("target_calls") else None,
+            "tokens_per_target_call": new / c["target_calls"] if c.get("target_calls") else None,
             "deferral_rate": (counts["deferred"] + counts["replaced"]) / n if n else None,
+            "cost_ratio": per_call["draft"] / per_call["target"] if len(per_call) == 2 else None,
             "prefill_seconds": c.get("prefill_seconds", 0.0),
             "wall_seconds": wall,
-            "tokens_per_second": n / wall if wall > 0 else None,
+            "tokens_per_second": new / wall if wall > 0 else None,
         }
 
     def recolour(self, rule, alpha):
@@ -83,6 +92,7 @@ class Trace:
             "counters": self.counters,
             "finished": self.finished,
             "stop_reason": self.stop_reason,
+            "resumed_from": self.resumed_from,
         }
         return json.dumps(_encode_infinities(data))
 
@@ -91,7 +101,7 @@ class Trace:
         data = _decode_infinities(json.loads(text))
         return cls(prompt_ids=data["prompt_ids"], settings=data["settings"], prompt=data["prompt"],
                    positions=data["positions"], counters=data["counters"], finished=data["finished"],
-                   stop_reason=data["stop_reason"])
+                   stop_reason=data["stop_reason"], resumed_from=data.get("resumed_from", 0))
 
 
 def _source(pos, rule, alpha):

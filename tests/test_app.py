@@ -13,7 +13,7 @@ from app.controls import alpha_slider_range
 from app.pairs import PairCache, check_public, parse_pair
 from cascade_core import Trace, generate, load_pair
 
-TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second"}
+TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio"}
 SETTINGS = dict(prompt="Hello there", pair="tiny", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
                 max_new_tokens=48, seed=0, cost_ratio=0.25)
 
@@ -132,7 +132,7 @@ def test_rerun_from_the_flip_equals_a_fresh_run(handlers, tiny):
     rerun = rerun_to_end(handlers, run, alpha=0.9)
     new_run, _, stats, *_ = rerun
     expected = fresh(tiny, alpha=0.9)
-    assert new_run.resumed_from == first
+    assert new_run.trace.resumed_from == first
     assert new_run.trace.tokens == expected.tokens and new_run.trace.sources == expected.sources
     assert f"Re-run from token #{first}" in stats
 
@@ -147,14 +147,14 @@ def test_gamma_alone_keeps_the_text_and_changes_the_cost(handlers):
     run = run_to_end(handlers)[0]
     new_run, _, stats, *_ = rerun_to_end(handlers, run, gamma=1)
     assert new_run.trace.text == run.trace.text
-    assert new_run.resumed_from is None and new_run.trace.settings["gamma"] == 1
+    assert new_run.trace.resumed_from == 0 and new_run.trace.settings["gamma"] == 1
     assert new_run.trace.stats["target_calls"] != run.trace.stats["target_calls"]
 
 
 def test_other_changes_rerun_from_scratch(handlers, tiny):
     run = run_to_end(handlers)[0]
     new_run = rerun_to_end(handlers, run, seed=4)[0]
-    assert new_run.resumed_from is None
+    assert new_run.trace.resumed_from == 0
     assert new_run.trace.tokens == fresh(tiny, seed=4).tokens
 
 

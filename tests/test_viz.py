@@ -147,8 +147,11 @@ def test_inspector_for_baseline_without_draft():
 
 
 def test_stats_and_speedup_markdown(trace):
-    text = stats_markdown(trace.stats, {"accepted": 1, "deferred": 2, "replaced": 3}, "caption")
-    assert f"| tokens | {trace.stats['tokens']} |" in text and "1 accepted · 2 deferred · 3 replaced" in text
+    text = stats_markdown(trace.stats, "caption")
+    counts = " · ".join(f"{trace.stats[s]} {s}" for s in ("accepted", "deferred", "replaced"))
+    assert f"| tokens | {trace.stats['tokens']} |" in text and counts in text
     assert "*caption*" in text
-    assert "2.00×" in speedup_markdown(2.0, 0.8, 4, 0.1)
-    assert "–" in speedup_markdown(None, None, 4, 0.1)
+    assert "2.00×" in speedup_markdown(trace.stats, 4, 0.1, 2.0, None)
+    measured = speedup_markdown({**trace.stats, "cost_ratio": 0.5}, 4, 0.1, 2.0, 1.25)
+    assert "measured ratio 0.50: 1.25×" in measured
+    assert "–" in speedup_markdown(trace.stats, 4, 0.1, None, None)
