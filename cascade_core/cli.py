@@ -72,8 +72,10 @@ def main(argv=None):
     p_run.set_defaults(func=run)
 
     from .bench import add_bench_parser
+    from .distill import add_distill_parser
 
     add_bench_parser(sub, add_pair_arguments)
+    add_distill_parser(sub)
 
     args = parser.parse_args(argv)
     try:
