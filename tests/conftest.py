@@ -3,6 +3,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import socket
+
 import pytest
 import torch
 
@@ -20,3 +22,25 @@ def bundled():
     from cascade_core import load_pair
 
     return load_pair("bundled", progress=lambda m: None)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_app_url():
+    """The explorer on the tiny pair, launched in-process on a free local port."""
+    from app import build_app, launch
+    from app.pairs import PairCache
+
+    pairs = PairCache()
+    pairs.get("tiny")
+    demo = build_app("tiny", pairs=pairs)
+    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        yield url
+    finally:
+        demo.close()

@@ -1,13 +1,11 @@
 """The app on the tiny pair: the /run API through gradio_client, and the callbacks behind the page."""
 import importlib.util
-import socket
 from pathlib import Path
 
 import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app import build_app, launch
 from app.callbacks import Handlers, Run
 from app.controls import alpha_slider_range
 from app.pairs import PairCache, check_public, parse_pair
@@ -25,32 +23,14 @@ def fresh(pair, **overrides):
                     temperature=s["temperature"], seed=s["seed"], max_new_tokens=s["max_new_tokens"])
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tiny():
     return load_pair("tiny")
 
 
 @pytest.fixture(scope="module")
-def server():
-    pairs = PairCache()
-    pairs.get("tiny")
-    demo = build_app("tiny", pairs=pairs)
-    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        yield url
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return Client(server, verbose=False)
+def client(tiny_app_url):
+    return Client(tiny_app_url, verbose=False)
 
 
 @pytest.fixture

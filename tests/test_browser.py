@@ -3,14 +3,11 @@ Open the page, Run, wait for coloured tokens, move alpha (recolour), release (re
 (inspector). Screenshots go to docs/screenshots/."""
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from app import build_app, launch
-from app.pairs import PairCache
 from cascade_core import generate, load_pair
 
 CHROMIUM = "/usr/bin/chromium"
@@ -32,32 +29,14 @@ def chromium_or_skip():
     return CHROMIUM
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def url():
-    pairs = PairCache()
-    pairs.get("tiny")
-    demo = build_app("tiny", pairs=pairs)
-    _, address, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        yield address
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="module")
-def page(url):
+def page(tiny_app_url):
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     executable = chromium_or_skip()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
+        page.goto(tiny_app_url)
         page.wait_for_selector("#run")
         try:
             yield page
