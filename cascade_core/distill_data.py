@@ -58,11 +58,16 @@ def instructions(seed=0):
     return combos
 
 
+# Importing these prints, opens a browser or a window.
+SIDE_EFFECT_MODULES = {"this", "antigravity", "idlelib", "turtledemo", "tkinter", "turtle"}
+
+
 def python_doc_texts(min_chars=400):
     """Docstrings of the standard library's modules and their public members: plain English technical text."""
     texts = []
     for info in sorted(pkgutil.iter_modules(), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name in sys.builtin_module_names or "test" in info.name:
+        if info.name.startswith("_") or info.name in sys.builtin_module_names or info.name in SIDE_EFFECT_MODULES \
+                or "test" in info.name:
             continue
         if not str(getattr(info.module_finder, "path", "")).startswith(sys.base_prefix):
             continue

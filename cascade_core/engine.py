@@ -11,7 +11,7 @@ import time
 import torch
 from transformers import DynamicCache
 
-from .rules import ALPHA_RANGE, RULES, check_alpha, critical_alphas
+from .rules import ALPHA_RANGE, check_alpha, check_rule, critical_alphas
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, sampling_distribution, verify
 from .trace import Trace, _source
 
@@ -236,8 +236,7 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
     ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the UI's re-runs
     after an alpha change): with position-keyed randomness the result equals a fresh run whenever
     those k tokens are what the new setting would emit, which ``Trace.recolour`` establishes."""
-    if rule not in RULES:
-        raise ValueError(f"unknown rule {rule!r}; the rules are: {', '.join(RULES)}")
+    check_rule(rule)
     if resume is not None:
         old, k = resume
         prompt, prompt_ids = old.prompt, list(old.prompt_ids)

@@ -105,10 +105,11 @@ class Trace:
 
 
 def _source(pos, rule, alpha):
-    """A kept proposal is 'deferred' if the rule deferred there, else 'accepted'; others were replaced."""
-    if pos["source"] == "replaced" and pos["token"] != pos["proposal"]:
-        return "replaced"
-    a_star = pos["a_star"][rule] if pos["a_star"] else math.inf
+    """A kept proposal is 'deferred' if the rule deferred there, else 'accepted'; others were replaced.
+    A position with no a* for this rule (a baseline's) keeps the label it has."""
+    a_star = (pos["a_star"] or {}).get(rule)
+    if a_star is None or (pos["source"] == "replaced" and pos["token"] != pos["proposal"]):
+        return pos["source"]
     return "deferred" if alpha < a_star else "accepted"
 
 
