@@ -136,7 +136,9 @@ class Handlers:
             yield status_only(message)
 
     def _stream(self, trace_iter, s, cost_ratio):
-        last_figures = 0.0
+        # The first block goes out with tokens only: drawing figures (and plotly's first render in the
+        # browser) would hold back the first coloured tokens by a second or more.
+        last_figures = time.perf_counter()
         for trace in trace_iter:
             now = time.perf_counter()
             refresh = trace.finished or now - last_figures >= FIGURE_INTERVAL

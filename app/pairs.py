@@ -7,7 +7,7 @@ from cascade_core import load_pair
 TINY, BUNDLED = "tiny", "bundled"
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 CHOICES = [
-    ("bundled: SmolLM2-135M-Instruct, layer-skip draft (offline)", BUNDLED),
+    ("bundled: SmolLM2-135M-Instruct, distilled 4-layer draft (offline)", BUNDLED),
     ("Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B (hub)", SEED_PAIR),
     ("tiny random pair (mechanics only)", TINY),
 ]

@@ -47,13 +47,18 @@ def save_draft(student, folder, meta):
               folder / DRAFT_FILE, metadata={"meta": json.dumps(meta)})
 
 
+def draft_meta(folder):
+    """What the shipped file says about itself: init layers, step, training positions, held-out scores."""
+    from safetensors import safe_open
+
+    with safe_open(Path(folder) / DRAFT_FILE, "pt") as f:
+        return json.loads(f.metadata()["meta"])
+
+
 def load_draft(target, folder):
     """The shipped draft: its own layers from the file, everything else shared with the target."""
     path = Path(folder) / DRAFT_FILE
-    from safetensors import safe_open
-
-    with safe_open(path, "pt") as f:
-        meta = json.loads(f.metadata()["meta"])
+    meta = draft_meta(folder)
     student = build_student(target, meta["init_layers"])
     state = {k: v.to(target.dtype) for k, v in load_file(path).items()}
     student.load_state_dict(state, strict=False)
@@ -194,21 +199,87 @@ def train(pair, bundle, work, args, say):
     return state
 
 
-def distill(args):
+def teacher():
+    """The bundled target alone (float32, frozen), as a Pair whose draft slot is unused."""
+    from .models import default_device, make_pair, smollm2_target
+
+    target, tokenizer = smollm2_target(torch.float32, default_device())
+    for p in target.parameters():
+        p.requires_grad = False
+    return make_pair("bundled target", target, target, tokenizer)
+
+
+def report(work, out, gamma_max=4, n_tokens=48, say=print):
+    """Markdown for docs/benchmarks.md: learning curve, held-out agreement, the engine's measured acceptance,
+    the draft's own greedy answers, its cost ratio c and measured vs cost-model speed-ups."""
+    from .bench import forward_ms, write_section
+    from .costs import expected_speedup
+    from .engine import generate
     from .models import load_pair
 
-    torch.manual_seed(args.seed)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    pair = load_pair("bundled")
+    meta = draft_meta(out)
+    curve = list(csv.DictReader(open(Path(work) / "curve.csv")))
+    stride = max(1, len(curve) // 12)
+    runs = {p: generate(pair, p, rule="lossless", alpha=0.0, gamma=gamma_max, temperature=1.0, seed=1,
+                        max_new_tokens=n_tokens) for p in data.EVAL_PROMPTS}
+    acceptance = sum(t.stats["acceptance_rate"] for t in runs.values()) / len(runs)
+    c = forward_ms(pair.draft, pair.vocab_size) / forward_ms(pair.target, pair.vocab_size)
+    speed = {}
+    for gamma in [None] + list(range(1, gamma_max + 1)):
+        rule = "target" if gamma is None else "lossless"
+        traces = [generate(pair, p, rule=rule, alpha=0.0, gamma=gamma or 1, temperature=1.0, seed=2,
+                           max_new_tokens=n_tokens, stop_at_eos=False) for p in data.EVAL_PROMPTS[:3]]
+        speed[gamma] = (sum(len(t.tokens) for t in traces) / sum(t.stats["wall_seconds"] for t in traces),
+                        sum(t.stats["acceptance_rate"] or 0 for t in traces) / len(traces))
+        say(f"speed at gamma {gamma}: {speed[gamma][0]:.1f} tokens/s")
+    answers = {p: generate(pair, p, rule="draft", temperature=0, max_new_tokens=40).text for p in data.EVAL_PROMPTS[:4]}
+    ho = meta["held_out"]
+    lines = [
+        f"## Bundled draft: {pair.description}", "",
+        f"`python -m cascade_core distill --out {out}` (report: `--report-only`), {time.strftime('%Y-%m-%d')}. "
+        f"Student initialised from target layers {meta['init_layers']}; embeddings, final norm and tied head shared "
+        f"with the target and frozen; shipped file: its own layers in float16 "
+        f"({(Path(out) / DRAFT_FILE).stat().st_size / 2**20:.1f} MiB). Best checkpoint: step {meta['step']}, "
+        f"{meta['tokens']} training positions.", "",
+        "Held-out prompts (never used in training): " + "; ".join(data.EVAL_PROMPTS) + ".", "",
+        f"- Held-out agreement on the target's own sampled answers: 1 - TV = **{ho['acceptance']:.3f}** "
+        f"(expected lossless acceptance), top-1 agreement {ho['top1']:.3f}, KL(p || q) {ho['kl']:.3f}.",
+        f"- Measured lossless acceptance with the engine (T = 1, gamma = {gamma_max}, {n_tokens} tokens per prompt): "
+        f"**{acceptance:.3f}**.",
+        f"- Cost ratio c = draft / target cached forward = **{c:.2f}**.", "",
+        "| gamma | tokens/s | measured speed-up vs target-only | cost-model estimate (g + 1 draft calls) | acceptance |",
+        "|---|---|---|---|---|",
+        f"| target only | {speed[None][0]:.1f} | 1.00x | - | - |",
+    ]
+    for gamma in range(1, gamma_max + 1):
+        tok_s, acc = speed[gamma]
+        lines.append(f"| {gamma} | {tok_s:.1f} | {tok_s / speed[None][0]:.2f}x | "
+                     f"{expected_speedup(acc, gamma, c, gamma + 1):.2f}x | {acc:.3f} |")
+    lines += ["", "Learning curve (held-out every few steps):", "",
+              "| step | training positions | minutes | train loss | held-out KL | top-1 | 1 - TV |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['step']} | {r['tokens']} | {r['minutes']} | {r['train_loss']} | {r['eval_kl']} | {r['eval_top1']} | "
+              f"{r['eval_acceptance']} |" for r in curve[::stride] + ([curve[-1]] if (len(curve) - 1) % stride else [])]
+    lines += ["", "The draft's own greedy answers (draft only, temperature 0):", ""]
+    lines += [f"- *{p}* {a!r}" for p, a in answers.items()]
+    text = "\n".join(lines) + "\n"
+    write_section("docs/benchmarks.md", text)
+    return text
+
+
+def distill(args):
     say = lambda m: print(m, flush=True)  # noqa: E731
-    pair = load_pair("bundled", dtype=torch.float32)
-    for p in pair.target.parameters():
-        p.requires_grad = False
-    bundle = build_data(pair, work, args, say)
-    n_train = sum(len(e["top_ids"]) for e in bundle["train"])
-    say(f"data: {len(bundle['train'])} training examples ({n_train} positions), {len(bundle['eval'])} held-out")
-    state = train(pair, bundle, work, args, say)
-    say(f"done: best held-out 1 - TV {state['best_acceptance']:.3f}; draft in {args.out}/{DRAFT_FILE}")
+    if not args.report_only:
+        torch.manual_seed(args.seed)
+        work = Path(args.work)
+        work.mkdir(parents=True, exist_ok=True)
+        pair = teacher()
+        bundle = build_data(pair, work, args, say)
+        n_train = sum(len(e["top_ids"]) for e in bundle["train"])
+        say(f"data: {len(bundle['train'])} training examples ({n_train} positions), {len(bundle['eval'])} held-out")
+        state = train(pair, bundle, work, args, say)
+        say(f"done: best held-out 1 - TV {state['best_acceptance']:.3f}; draft in {args.out}/{DRAFT_FILE}")
+    say(report(args.work, args.out, say=say))
 
 
 def add_distill_parser(sub):
@@ -227,4 +298,5 @@ def add_distill_parser(sub):
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")
     p.set_defaults(func=distill)

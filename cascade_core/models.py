@@ -17,9 +17,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# Until the distilled draft ships, the bundled draft is the target with these layers skipped: of the
-# layer-skip drafts tried (every third, blocks of 8-22), the best on sampled answers (1 - TV = 0.17).
-BUNDLED_SKIPPED_LAYERS = tuple(range(10, 20))
+# The distilled draft's own layers (python -m cascade_core distill); the rest is shared with the target.
+BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
 
 
 @dataclass
@@ -106,19 +105,6 @@ def smollm2_target(dtype, device, progress=None, fast_matmul=True):
     return model, AutoTokenizer.from_pretrained(cached)
 
 
-def layer_skip_draft(target, skipped):
-    """A draft made of the target's own layers minus ``skipped``: embeddings, norm and head shared."""
-    keep = [i for i in range(target.config.num_hidden_layers) if i not in skipped]
-    config = type(target.config)(**{**target.config.to_dict(), "num_hidden_layers": len(keep)})
-    draft = type(target)(config).to(dtype=target.dtype, device=target.device)
-    draft.model.embed_tokens = target.model.embed_tokens
-    draft.model.norm = target.model.norm
-    draft.lm_head = target.lm_head
-    for new, old in enumerate(keep):
-        draft.model.layers[new].load_state_dict(target.model.layers[old].state_dict())
-    return draft.eval()
-
-
 def _thin_linear_forward(self, x):
     """y = x W^T computed as (W x^T)^T, with a single row doubled, for the few rows of a decoding step."""
     flat = x.reshape(-1, x.shape[-1])
@@ -152,12 +138,15 @@ def thin_matmul_linears(model):
 def bundled_pair(dtype=None, device=None, progress=None, fast_matmul=True):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
+    from .distill import load_draft
+
     target, tokenizer = smollm2_target(dtype, device, progress, fast_matmul)
-    draft = layer_skip_draft(target, BUNDLED_SKIPPED_LAYERS)
+    draft, meta = load_draft(target, BUNDLED_DRAFT)
     draft = thin_matmul_linears(draft) if fast_matmul else draft
-    kept = draft.config.num_hidden_layers
+    layers = draft.config.num_hidden_layers
     return make_pair("bundled", target, draft, tokenizer,
-                 f"SmolLM2-135M-Instruct (30 layers) <- its own {kept} layers as draft (interim, layer-skip)")
+                     f"SmolLM2-135M-Instruct (30 layers) <- distilled {layers}-layer draft (held-out 1 - TV "
+                     f"{meta['held_out']['acceptance']:.2f})")
 
 
 def _eos_ids(tokenizer, model):

@@ -26,3 +26,16 @@ def test_bundled_cascade_shows_every_provenance(bundled):
     trace = generate(bundled, "Tell me about the moon.", rule="chow", alpha=0.5, gamma=4, seed=1, max_new_tokens=48)
     assert set(trace.sources) == {"accepted", "deferred", "replaced"}
     assert trace.text.strip()
+
+
+def test_shipped_draft_is_small_and_its_own(bundled):
+    from cascade_core.models import BUNDLED_DRAFT
+
+    path = BUNDLED_DRAFT / "draft.safetensors"
+    assert path.stat().st_size <= 30 * 2**20
+    own = sum(p.numel() for n, p in bundled.draft.named_parameters() if n.startswith("model.layers."))
+    target_layers = sum(p.numel() for n, p in bundled.target.named_parameters() if n.startswith("model.layers."))
+    assert own <= target_layers / 2
+    # embeddings, final norm and head are the target's own tensors, not copies
+    assert bundled.draft.model.embed_tokens.weight is bundled.target.model.embed_tokens.weight
+    assert bundled.draft.lm_head.weight.data_ptr() == bundled.target.lm_head.weight.data_ptr()
