@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from .costs import expected_speedup, expected_tokens_per_call
+from .costs import expected_speedup, priced_speedup
 from .engine import encode_prompt, forward, generate
 
 PROMPTS = ["Who is Buzz Aldrin?", "Explain why the sky is blue.", "Write a short poem about autumn leaves."]
@@ -169,9 +169,7 @@ def summarise(pair, results, outputs, runs, n, gamma):
         calls = statistics.median(s["target_calls"] / s["tokens"] for s in stats) if stats else None
         measured = medians[name] / medians[ours_target]
         predicted = expected_speedup(acc, gamma, c, gamma + 1) if acc is not None else None
-        # The same model with the block's real price: g + 1 draft calls and one (g+1)-token verification.
-        priced = (expected_tokens_per_call(acc, gamma) * target_ms / ((gamma + 1) * draft_ms + verify_ms)
-                  if acc is not None else None)
+        priced = priced_speedup(acc, gamma, target_ms, draft_ms, verify_ms) if acc is not None else None
         rows.append(dict(name=name, tok_s=medians[name], vs_hf=medians[name] / medians[base_name],
                          spread=(min(r["tok_s"]), max(r["tok_s"])), acceptance=acc, target_calls_per_token=calls,
                          speedup=measured, predicted=predicted, priced=priced, mem=max(r["mem"])))

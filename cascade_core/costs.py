@@ -15,3 +15,10 @@ def expected_speedup(acceptance, gamma, cost_ratio, draft_calls_per_block=None):
     ``draft_calls_per_block=gamma + 1`` to price that in."""
     calls = gamma if draft_calls_per_block is None else draft_calls_per_block
     return expected_tokens_per_call(acceptance, gamma) / (calls * cost_ratio + 1)
+
+
+def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seconds):
+    """The same estimate with the block's measured prices: g + 1 draft calls and one (g+1)-token
+    verification, against one target call per token."""
+    block = (gamma + 1) * draft_seconds + verify_seconds
+    return expected_tokens_per_call(acceptance, gamma) * target_seconds / block

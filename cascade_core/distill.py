@@ -144,7 +144,8 @@ def build_data(pair, work, args, say):
 
 
 def train(pair, bundle, work, args, say):
-    """AdamW with warm-up and cosine decay over --minutes (or --steps); checkpoints every --ckpt-every steps."""
+    """AdamW with warm-up and cosine decay over --minutes (or --steps); a checkpoint (and, when held-out
+    agreement improves, the shipped draft) at every evaluation, each --eval-every steps."""
     device = pair.target.device
     student = build_student(pair.target, args.layers)
     params = [p for p in student.parameters() if p.requires_grad]
