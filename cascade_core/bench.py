@@ -184,7 +184,7 @@ def markdown(pair, summary, runs, n, gamma):
     s = summary
     fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
     lines = [
-        f"## Engine benchmark: {pair.description or pair.name}",
+        f"## Engine benchmark on {pair.target.device.type}: {pair.description or pair.name}",
         "",
         f"`python -m cascade_core bench --pair {pair.name} --runs {runs} --max-new-tokens {n} --gamma {gamma}`, "
         f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

@@ -3,9 +3,12 @@
     python -m cascade_core distill --out assets/draft-smollm2 [--layers 0,1,2,3] [--minutes 60]
 
 The student shares the target's embeddings, final norm and tied head (frozen, never stored again); only
-its own layers are trained (cross-entropy to the target's renormalised top-k, i.e. KL on the top-k) and
-shipped, in float16. Data, checkpoints and the learning curve live under --work (resumable: rerun the
-same command to continue). Runs on CUDA when present, else the CPU.
+its own layers are trained and shipped, in float16. Training runs in rounds of fresh data: the target
+answers new instructions (sampled at T = 1), then the student learns those answers' positions against the
+target's full distributions, computed on the spot (loss KL(p || q) + w TV(p, q)). The held-out set,
+checkpoints and the learning curve live under --work (resumable: rerun the same command to continue).
+Runs on CUDA when present (bfloat16 autocast), else the CPU; the same command serves both, with larger
+rounds and batches on a GPU.
 """
 import csv
 import json
@@ -83,118 +86,156 @@ def make_batches(examples, tokens_per_batch, seed):
 
 
 def collate(examples, device):
-    """Right-padded ids, and per learnt position: (row, column, top ids, top log-probs)."""
+    """Right-padded ids, their attention mask, and which positions are learnt (each answer token's predecessor)."""
     width = max(len(e["input_ids"]) for e in examples)
     ids = torch.zeros(len(examples), width, dtype=torch.long)
     mask = torch.zeros(len(examples), width, dtype=torch.long)
-    rows, cols, top_ids, top_logp = [], [], [], []
+    learn = torch.zeros(len(examples), width, dtype=torch.bool)
     for r, e in enumerate(examples):
         n = len(e["input_ids"])
         ids[r, :n] = torch.tensor(e["input_ids"])
         mask[r, :n] = 1
-        m = len(e["top_ids"])
-        rows.append(torch.full((m,), r))
-        cols.append(torch.arange(e["first"], e["first"] + m))
-        top_ids.append(e["top_ids"].long())
-        top_logp.append(e["top_logp"].float())
-    to = lambda t: t.to(device)  # noqa: E731
-    return to(ids), to(mask), to(torch.cat(rows)), to(torch.cat(cols)), to(torch.cat(top_ids)), to(torch.cat(top_logp))
+        learn[r, e["first"] : n - 1] = True
+    return ids.to(device), mask.to(device), learn.to(device)
 
 
-def distillation_loss(student, batch):
-    """Cross-entropy from the target's renormalised top-k to the student's full-vocabulary softmax."""
-    ids, mask, rows, cols, top_ids, top_logp = batch
-    hidden = student.model(input_ids=ids, attention_mask=mask).last_hidden_state[rows, cols]
-    logq = torch.log_softmax(student.lm_head(hidden).float(), -1)
-    teacher = torch.softmax(top_logp, -1)
-    return -(teacher * logq.gather(-1, top_ids)).sum(-1).mean()
+def precision(device):
+    """bfloat16 autocast on CUDA (where the matrix units are), plain float32 on the CPU."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def next_token_logp(model, batch, vocab):
+    """log p(next token) at the learnt positions only: the head runs on those rows, not on padding or prompts."""
+    ids, mask, learn = batch
+    hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state[learn]
+    return torch.log_softmax(model.lm_head(hidden)[:, :vocab].float(), -1)
+
+
+def divergences(logp, logq):
+    """Per position: KL(p || q) and TV(p, q), where 1 - TV is the lossless acceptance probability."""
+    p = logp.exp()
+    return (p * (logp - logq)).sum(-1), 0.5 * (p - logq.exp()).abs().sum(-1)
+
+
+def distillation_loss(pair, student, batch, tv_weight):
+    """Mean KL(p || q) + tv_weight * mean TV over the learnt positions, with the target's full distribution
+    computed now (no stored top-k): KL gives every token a gradient, TV is the acceptance itself."""
+    with torch.no_grad():
+        logp = next_token_logp(pair.target, batch, pair.vocab_size)
+    kl, tv = divergences(logp, next_token_logp(student, batch, pair.vocab_size))
+    return kl.mean() + tv_weight * tv.mean()
 
 
 @torch.no_grad()
-def agreement(pair, student, examples, device):
+def agreement(pair, student, examples, batch_size=16):
     """Held-out: mean TV(p, q) (so 1 - TV is the expected lossless acceptance), top-1 agreement, KL(p || q)."""
+    device = pair.target.device
     tv, top1, kl, n = 0.0, 0.0, 0.0, 0
-    for e in examples:
-        ids = torch.tensor([e["input_ids"]], device=device)
-        span = slice(e["first"], e["first"] + len(e["top_ids"]))
-        logp = torch.log_softmax(pair.target(ids).logits[0, span, : pair.vocab_size].float(), -1)
-        logq = torch.log_softmax(student(ids).logits[0, span, : pair.vocab_size].float(), -1)
-        p, q = logp.exp(), logq.exp()
-        tv += (p - q).clamp_min(0).sum(-1).sum().item()
-        top1 += (p.argmax(-1) == q.argmax(-1)).sum().item()
-        kl += (p * (logp - logq)).sum(-1).sum().item()
-        n += p.shape[0]
+    for start in range(0, len(examples), batch_size):
+        batch = collate(examples[start : start + batch_size], device)
+        with precision(device):
+            logp = next_token_logp(pair.target, batch, pair.vocab_size)
+            logq = next_token_logp(student, batch, pair.vocab_size)
+        kl_i, tv_i = divergences(logp, logq)
+        tv += tv_i.sum().item()
+        kl += kl_i.sum().item()
+        top1 += (logp.argmax(-1) == logq.argmax(-1)).sum().item()
+        n += len(tv_i)
     return {"tv": tv / n, "acceptance": 1 - tv / n, "top1": top1 / n, "kl": kl / n}
 
 
-def build_data(pair, work, args, say):
-    """Held-out answers, training answers and doc text: generated once, cached under work/."""
-    path = work / "data.pt"
-    if path.exists():
-        return torch.load(path)
-    prompts = data.instructions(args.seed)[: args.prompts]
-    eval_set = data.sampled_answers(pair, data.EVAL_PROMPTS, 96, args.gen_batch, args.seed + 1, say)
-    train = data.sampled_answers(pair, prompts, args.answer_tokens, args.gen_batch, args.seed, say)
-    texts = data.python_doc_texts()
-    random.Random(args.seed).shuffle(texts)
-    train += data.read_texts(pair, texts[: args.doc_texts], 256, args.gen_batch, say)
-    bundle = {"train": train, "eval": eval_set}
-    torch.save(bundle, path)
-    return bundle
+def held_out_set(pair, work, args, say):
+    """The target's sampled answers to the held-out prompts, generated once and cached under work/."""
+    path = work / "held_out.pt"
+    if not path.exists():
+        prompts = data.EVAL_PROMPTS * args.eval_samples
+        torch.save(data.sampled_answers(pair, prompts, 96, args.gen_batch, args.seed + 1, say,
+                                        precision(pair.target.device)), path)
+    return torch.load(path)
 
 
-def train(pair, bundle, work, args, say):
-    """AdamW with warm-up and cosine decay over --minutes (or --steps); a checkpoint (and, when held-out
-    agreement improves, the shipped draft) at every evaluation, each --eval-every steps."""
+def round_prompts(prompts, round_index, n):
+    """Round r's instructions: the next n of the shuffled list, wrapping around (then with new samples)."""
+    return [prompts[(round_index * n + i) % len(prompts)] for i in range(n)]
+
+
+def learning_rate(args, step, seconds, budget):
+    """Linear warm-up over 50 steps, then cosine decay to a tenth over the time budget."""
+    return args.lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, seconds / budget))))
+
+
+TRAINING_OPTIONS = ("layers", "minutes", "round_prompts", "answer_tokens", "gen_batch", "batch_tokens", "lr", "tv_weight")
+
+
+def training_options(args):
+    """The command-line options that shaped a draft, as they would be typed."""
+    value = lambda v: ",".join(map(str, v)) if isinstance(v, list) else v  # noqa: E731
+    return " ".join(f"--{name.replace('_', '-')} {value(getattr(args, name))}" for name in TRAINING_OPTIONS)
+
+
+def train(pair, work, args, say):
+    """Rounds of fresh data: the target answers --round-prompts new instructions, the student trains once on
+    those answers against the target's distributions, repeat until --minutes (or --steps). Every
+    --eval-every rounds: held-out agreement, the learning curve, a checkpoint, and the shipped draft when
+    agreement improved."""
     device = pair.target.device
     student = build_student(pair.target, args.layers)
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     ckpt_path, curve_path = work / "checkpoint.pt", work / "curve.csv"
-    state = {"step": 0, "tokens": 0, "seconds": 0.0, "best_acceptance": -1.0}
+    state = {"round": 0, "step": 0, "tokens": 0, "seconds": 0.0, "best_acceptance": -1.0}
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path)
         student.load_state_dict(ckpt["student"], strict=False)
         opt.load_state_dict(ckpt["opt"])
         state = ckpt["state"]
-        say(f"resumed at step {state['step']} ({state['tokens']} tokens)")
-    batches = make_batches(bundle["train"], args.batch_tokens, args.seed)
+        say(f"resumed at round {state['round']}, step {state['step']} ({state['tokens']} positions)")
+    held_out = held_out_set(pair, work, args, say)
+    prompts = data.instructions(args.seed)
     budget = args.minutes * 60
+    done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
     new_curve = not curve_path.exists()
     with open(curve_path, "a", newline="") as f:
         log = csv.writer(f)
         if new_curve:
-            log.writerow(["step", "tokens", "minutes", "train_loss", "eval_kl", "eval_top1", "eval_acceptance"])
-        while state["seconds"] < budget and (not args.steps or state["step"] < args.steps):
-            batch_ids = batches[state["step"] % len(batches)]
+            log.writerow(["round", "step", "tokens", "minutes", "train_loss", "eval_kl", "eval_top1", "eval_acceptance"])
+        while not done():
             start = time.perf_counter()
-            lr = args.lr * min(1.0, (state["step"] + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(
-                1.0, state["seconds"] / budget))))
-            for group in opt.param_groups:
-                group["lr"] = lr
-            batch = collate([bundle["train"][i] for i in batch_ids], device)
-            loss = distillation_loss(student, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            state["step"] += 1
-            state["tokens"] += len(batch[2])
+            examples = data.sampled_answers(pair, round_prompts(prompts, state["round"], args.round_prompts),
+                                            args.answer_tokens, args.gen_batch, args.seed + 7919 * (state["round"] + 1),
+                                            lambda m: None, precision(device))
+            for batch_ids in make_batches(examples, args.batch_tokens, args.seed + state["round"]):
+                for group in opt.param_groups:
+                    group["lr"] = learning_rate(args, state["step"], state["seconds"] + time.perf_counter() - start, budget)
+                batch = collate([examples[i] for i in batch_ids], device)
+                with precision(device):
+                    loss = distillation_loss(pair, student, batch, args.tv_weight)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                state["step"] += 1
+                state["tokens"] += int(batch[2].sum())
+                if args.steps and state["step"] >= args.steps:
+                    break
+            state["round"] += 1
             state["seconds"] += time.perf_counter() - start
-            if state["step"] % args.eval_every == 0 or state["seconds"] >= budget:
+            if state["round"] % args.eval_every == 0 or done():
                 student.eval()
-                held_out = agreement(pair, student, bundle["eval"], device)
+                scores = agreement(pair, student, held_out)
                 student.train()
-                log.writerow([state["step"], state["tokens"], round(state["seconds"] / 60, 2), round(loss.item(), 4),
-                              round(held_out["kl"], 4), round(held_out["top1"], 4), round(held_out["acceptance"], 4)])
+                log.writerow([state["round"], state["step"], state["tokens"], round(state["seconds"] / 60, 2),
+                              round(loss.item(), 4), round(scores["kl"], 4), round(scores["top1"], 4),
+                              round(scores["acceptance"], 4)])
                 f.flush()
-                say(f"step {state['step']}  {state['tokens']} tokens  {state['seconds'] / 60:.1f} min  "
-                    f"loss {loss.item():.3f}  held-out KL {held_out['kl']:.3f}  top-1 {held_out['top1']:.3f}  "
-                    f"1 - TV {held_out['acceptance']:.3f}")
-                if held_out["acceptance"] > state["best_acceptance"]:
-                    state["best_acceptance"] = held_out["acceptance"]
+                say(f"round {state['round']}  step {state['step']}  {state['tokens']} positions  "
+                    f"{state['seconds'] / 60:.1f} min  loss {loss.item():.3f}  held-out KL {scores['kl']:.3f}  "
+                    f"top-1 {scores['top1']:.3f}  1 - TV {scores['acceptance']:.3f}")
+                if scores["acceptance"] > state["best_acceptance"]:
+                    state["best_acceptance"] = scores["acceptance"]
                     save_draft(student, args.out, dict(init_layers=list(args.layers), step=state["step"],
-                                                       tokens=state["tokens"], held_out=held_out,
+                                                       tokens=state["tokens"], held_out=scores, device=device.type,
+                                                       options=training_options(args),
                                                        target="SmolLM2-135M-Instruct"))
                 torch.save({"student": own_state(student), "opt": opt.state_dict(), "state": state}, ckpt_path)
     return state
@@ -238,7 +279,8 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
     ho = meta["held_out"]
     lines = [
         f"## Bundled draft: {pair.description}", "",
-        f"`python -m cascade_core distill --out {out}` (report: `--report-only`), {time.strftime('%Y-%m-%d')}. "
+        f"`python -m cascade_core distill --out {out} {meta.get('options', '')}` on {meta.get('device', 'cpu')} "
+        f"(report: `--report-only`), {time.strftime('%Y-%m-%d')}. "
         f"Student initialised from target layers {meta['init_layers']}; embeddings, final norm and tied head shared "
         f"with the target and frozen; shipped file: its own layers in float16 "
         f"({(Path(out) / DRAFT_FILE).stat().st_size / 2**20:.1f} MiB). Best checkpoint: step {meta['step']}, "
@@ -257,10 +299,12 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
         tok_s, acc = speed[gamma]
         lines.append(f"| {gamma} | {tok_s:.1f} | {tok_s / speed[None][0]:.2f}x | "
                      f"{expected_speedup(acc, gamma, c, gamma + 1):.2f}x | {acc:.3f} |")
-    lines += ["", "Learning curve (held-out every few steps):", "",
-              "| step | training positions | minutes | train loss | held-out KL | top-1 | 1 - TV |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['step']} | {r['tokens']} | {r['minutes']} | {r['train_loss']} | {r['eval_kl']} | {r['eval_top1']} | "
-              f"{r['eval_acceptance']} |" for r in curve[::stride] + ([curve[-1]] if (len(curve) - 1) % stride else [])]
+    lines += ["", "Learning curve (held-out every few rounds):", "",
+              "| round | step | training positions | minutes | train loss | held-out KL | top-1 | 1 - TV |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['step']} | {r['tokens']} | {r['minutes']} | {r['train_loss']} | {r['eval_kl']} | "
+              f"{r['eval_top1']} | {r['eval_acceptance']} |"
+              for r in curve[::stride] + ([curve[-1]] if (len(curve) - 1) % stride else [])]
     lines += ["", "The draft's own greedy answers (draft only, temperature 0):", ""]
     lines += [f"- *{p}* {a!r}" for p, a in answers.items()]
     text = "\n".join(lines) + "\n"
@@ -274,30 +318,29 @@ def distill(args):
         torch.manual_seed(args.seed)
         work = Path(args.work)
         work.mkdir(parents=True, exist_ok=True)
-        pair = teacher()
-        bundle = build_data(pair, work, args, say)
-        n_train = sum(len(e["top_ids"]) for e in bundle["train"])
-        say(f"data: {len(bundle['train'])} training examples ({n_train} positions), {len(bundle['eval'])} held-out")
-        state = train(pair, bundle, work, args, say)
+        state = train(teacher(), work, args, say)
         say(f"done: best held-out 1 - TV {state['best_acceptance']:.3f}; draft in {args.out}/{DRAFT_FILE}")
-    say(report(args.work, args.out, say=say))
+    if not args.no_report:
+        say(report(args.work, args.out, say=say))
 
 
 def add_distill_parser(sub):
     p = sub.add_parser("distill", help="distil a draft for the bundled target (resumable)")
     p.add_argument("--out", default="assets/draft-smollm2")
-    p.add_argument("--work", default="artifacts/distill", help="data, checkpoints, learning curve")
+    p.add_argument("--work", default="artifacts/distill", help="held-out set, checkpoint, learning curve")
     p.add_argument("--layers", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2, 3],
                    help="target layers the student starts from")
-    p.add_argument("--minutes", type=float, default=60.0, help="training time budget")
+    p.add_argument("--minutes", type=float, default=60.0, help="time budget for generating and training")
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: use --minutes)")
-    p.add_argument("--prompts", type=int, default=2400)
+    p.add_argument("--round-prompts", type=int, default=64, help="fresh instructions answered per round")
     p.add_argument("--answer-tokens", type=int, default=96)
-    p.add_argument("--doc-texts", type=int, default=150)
-    p.add_argument("--gen-batch", type=int, default=16)
-    p.add_argument("--batch-tokens", type=int, default=4096)
+    p.add_argument("--gen-batch", type=int, default=16, help="answers sampled at once")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per training step")
     p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--tv-weight", type=float, default=1.0, help="weight of TV(p, q) beside KL(p || q) in the loss")
+    p.add_argument("--eval-every", type=int, default=5, help="rounds between held-out evaluations")
+    p.add_argument("--eval-samples", type=int, default=2, help="held-out answers sampled per held-out prompt")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")
+    p.add_argument("--no-report", action="store_true", help="train only; skip the CPU-timed report")
     p.set_defaults(func=distill)

@@ -1,18 +1,13 @@
-"""Training data for a distilled draft: the target's own answers and its reading of Python's docs.
+"""Training data for a distilled draft: the target's own sampled answers to instructions the project composes.
 
-Every example stores the token ids and, for each position to learn, the target's top-k log-probabilities
-(temperature 1), so training never runs the target again. Instructions are composed from templates and
-topics; the held-out evaluation uses its own templates and topics, never seen in training.
+Instructions are composed from templates, topics and styles (~70,000 distinct); the held-out evaluation uses
+its own prompts, never composed here. Only token ids are stored: the target's distributions are recomputed
+while training (see distill.py), so the data is cheap and every round can be fresh.
 """
-import inspect
 import itertools
-import pkgutil
 import random
-import sys
 
 import torch
-
-TOP_K = 32
 
 TEMPLATES = [
     "Explain {t} to a beginner.", "Write a short poem about {t}.", "List three facts about {t}.",
@@ -24,6 +19,13 @@ TEMPLATES = [
     "What are the main ideas behind {t}?", "Write a product description for something related to {t}.",
     "Tell me a fun fact about {t}.", "What will {t} look like in the future?", "Define {t} in simple words.",
     "Write an email to a friend about {t}.", "What skills are needed for {t}?", "Give an example of {t}.",
+    "What is {t}?", "How does {t} work?", "Who should learn about {t}, and why?", "Write a riddle about {t}.",
+    "What are five words you associate with {t}?", "Write a dialogue between two people discussing {t}.",
+    "What are the biggest challenges related to {t}?", "How has {t} changed over the last century?",
+    "Give me a quiz question about {t}, with the answer.", "Write the opening paragraph of an essay on {t}.",
+    "What would a scientist say about {t}?", "Suggest a weekend project involving {t}.",
+    "Write a limerick about {t}.", "What are the safety concerns around {t}?", "Explain {t} using an analogy.",
+    "Why is {t} important?",
 ]
 TOPICS = [
     "photosynthesis", "the moon", "volcanoes", "honey bees", "the French Revolution", "black holes", "recycling",
@@ -40,8 +42,39 @@ TOPICS = [
     "cooking pasta", "the immune system", "lighthouses", "wind energy", "comets", "the guitar", "sushi",
     "yoga", "ants", "mathematics", "poetry", "the Internet of Things", "oceans' tides", "forests", "umbrellas",
     "Python programming", "sorting algorithms", "databases", "prime numbers", "gravity", "the human skeleton",
+    "coral reefs", "the Industrial Revolution", "nuclear power", "antibiotics", "the Silk Road", "elephants",
+    "hurricanes", "the Vikings", "photography", "opera", "bees and flowers", "composting", "the stars",
+    "Mars", "the Milky Way", "telescopes", "microscopes", "DNA", "evolution", "the ancient Greeks",
+    "the Aztecs", "the Cold War", "world maps", "languages of the world", "sign language", "handwriting",
+    "email etiquette", "job interviews", "writing a resume", "budgeting", "credit cards", "inflation",
+    "taxes", "small businesses", "marketing", "teamwork", "leadership", "negotiation", "habits",
+    "exercise", "nutrition", "vitamins", "drinking water", "breakfast", "vegetables", "fruit", "rice",
+    "cheese", "baking cookies", "barbecue", "spices", "soup", "salads", "ice cream", "farming",
+    "tractors", "chickens", "horses", "owls", "sharks", "octopuses", "butterflies", "frogs", "snakes",
+    "wolves", "bears", "rabbits", "parrots", "dolphins", "jellyfish", "trees", "roses", "cactus plants",
+    "seeds", "soil", "rain", "thunderstorms", "tornadoes", "the seasons", "winter", "summer holidays",
+    "beaches", "islands", "caves", "waterfalls", "lakes", "the Arctic", "Antarctica", "the Sahara",
+    "cities", "villages", "skyscrapers", "architecture", "museums", "theatre", "films", "cartoons",
+    "comic books", "novels", "fairy tales", "mythology", "board games", "puzzles", "magic tricks",
+    "dancing", "singing", "drums", "orchestras", "hip hop", "rock music", "radio", "television",
+    "newspapers", "podcasts", "social media", "passwords", "computer viruses", "cloud computing",
+    "smart homes", "3D printing", "virtual reality", "batteries", "electricity", "light bulbs", "rockets",
+    "satellites", "the International Space Station", "submarines", "ships", "cars", "traffic", "roads",
+    "public transport", "walking", "hiking", "swimming", "tennis", "basketball", "the marathon",
+    "skiing", "cycling races", "teachers", "schools", "homework", "exams", "universities", "science fairs",
+    "experiments", "the scientific method", "statistics", "probability", "geometry", "fractions",
+    "algebra", "calculus", "infinity", "zero", "clocks", "calendars", "time zones", "money",
+    "banks", "coins", "trade", "markets", "shopping", "advertising", "fashion", "shoes", "wool",
+    "cotton", "paper", "glass", "plastic", "steel", "wood", "concrete", "gold", "diamonds", "salt",
+    "sugar", "oxygen", "carbon", "water pollution", "air quality", "noise", "silence", "happiness",
+    "curiosity", "patience", "courage", "honesty", "gratitude", "stress", "memory", "dreams", "emotions",
+    "laughter", "pets", "grandparents", "birthdays", "weddings", "holidays", "gifts", "letters",
+    "postcards", "stamps", "the post office", "firefighters", "doctors", "nurses", "hospitals",
+    "first aid", "dentists", "the eye", "the ear", "the lungs", "muscles", "blood", "bones",
 ]
-# Held out: used only by evaluate(), never composed into training instructions.
+STYLES = ["", " Keep it short.", " Use simple words.", " Answer in a numbered list.", " Be friendly and upbeat.",
+          " Answer in one paragraph.", " Include an example."]
+# Held out: used only for evaluation, never composed into training instructions.
 EVAL_PROMPTS = [
     "Who is Buzz Aldrin?", "How do I boil an egg?", "What causes the seasons on Earth?",
     "Write a limerick about a lazy cat.", "Explain what a compiler does.", "Give me three ideas for a rainy day.",
@@ -52,86 +85,32 @@ EVAL_PROMPTS = [
 
 
 def instructions(seed=0):
-    """Every template x topic, shuffled: ~2,400 distinct instructions."""
-    combos = [tpl.format(t=topic) for tpl, topic in itertools.product(TEMPLATES, TOPICS)]
+    """Every template x topic x style, shuffled."""
+    combos = [tpl.format(t=topic) + style for tpl, topic, style in itertools.product(TEMPLATES, TOPICS, STYLES)]
     random.Random(seed).shuffle(combos)
     return combos
 
 
-# Importing these prints, opens a browser or a window.
-SIDE_EFFECT_MODULES = {"this", "antigravity", "idlelib", "turtledemo", "tkinter", "turtle"}
-
-
-def python_doc_texts(min_chars=400):
-    """Docstrings of the standard library's modules and their public members: plain English technical text."""
-    texts = []
-    for info in sorted(pkgutil.iter_modules(), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name in sys.builtin_module_names or info.name in SIDE_EFFECT_MODULES \
-                or "test" in info.name:
-            continue
-        if not str(getattr(info.module_finder, "path", "")).startswith(sys.base_prefix):
-            continue
-        try:
-            module = __import__(info.name)
-        except Exception:  # some stdlib modules need a display, a database or a platform feature
-            continue
-        parts = [inspect.getdoc(module) or ""]
-        parts += [inspect.getdoc(obj) or "" for name, obj in vars(module).items()
-                  if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
-                  and getattr(obj, "__module__", None) == info.name]
-        text = "\n\n".join(p for p in parts if p)
-        if len(text) >= min_chars:
-            texts.append(text)
-    return texts
-
-
-def top_k(logits, k=TOP_K):
-    """(ids int32, log-probabilities float16) of the k most likely tokens, at temperature 1."""
-    logp = torch.log_softmax(logits.float(), -1)
-    values, ids = logp.topk(k, dim=-1)
-    return ids.to(torch.int32), values.to(torch.float16)
-
-
-def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress):
-    """The target's own answers (T = 1), with its top-k at every answer position, from generate()'s logits."""
+def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress, autocast=None):
+    """The target's own answers at T = 1: each example is prompt + answer ids (up to and including EOS) and
+    ``first``, the position whose successor is the answer's first token (the positions to learn start there)."""
     from .engine import encode_prompt
 
     tok = pair.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(pair.eos_token_ids)
     examples = []
     for start in range(0, len(prompts), batch_size):
         batch = [encode_prompt(tok, p) for p in prompts[start : start + batch_size]]
         width = max(map(len, batch))
-        pad = tok.pad_token_id if tok.pad_token_id is not None else min(pair.eos_token_ids)
-        ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch])
-        mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch])
+        ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch], device=pair.target.device)
+        mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch], device=pair.target.device)
         torch.manual_seed(seed + start)
-        with torch.inference_mode():
+        with torch.inference_mode(), (autocast or torch.autocast("cpu", enabled=False)):
             out = pair.target.generate(ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                       max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                                       pad_token_id=pad)
-        logits = torch.stack(out.logits, 1)[..., : pair.vocab_size]  # [batch, steps, V]
+                                       max_new_tokens=max_new_tokens, pad_token_id=pad)
         for row, prompt_ids in enumerate(batch):
-            answer = out.sequences[row, width:].tolist()
+            answer = out[row, width:].tolist()
             n = next((i + 1 for i, t in enumerate(answer) if t in pair.eos_token_ids), len(answer))
-            ids_k, logp_k = top_k(logits[row, :n])
-            # position j of the answer is predicted from prompt + answer[:j]
-            examples.append(dict(input_ids=prompt_ids + answer[:n], first=len(prompt_ids) - 1,
-                                 top_ids=ids_k, top_logp=logp_k, kind="answer"))
+            examples.append(dict(input_ids=prompt_ids + answer[:n], first=len(prompt_ids) - 1))
         progress(f"sampled answers: {min(start + batch_size, len(prompts))}/{len(prompts)} prompts")
-    return examples
-
-
-def read_texts(pair, texts, chunk_tokens, batch_size, progress):
-    """The target reading text (teacher forcing): top-k at every position of chunk_tokens-long pieces."""
-    ids = [i for text in texts for i in pair.tokenizer(text + "\n\n")["input_ids"]]
-    chunks = [ids[s : s + chunk_tokens] for s in range(0, len(ids) - chunk_tokens + 1, chunk_tokens)]
-    examples = []
-    for start in range(0, len(chunks), batch_size):
-        batch = torch.tensor(chunks[start : start + batch_size])
-        with torch.inference_mode():
-            logits = pair.target(batch).logits[..., : pair.vocab_size]
-        for row in range(len(batch)):
-            ids_k, logp_k = top_k(logits[row, :-1])
-            examples.append(dict(input_ids=batch[row].tolist(), first=0, top_ids=ids_k, top_logp=logp_k, kind="text"))
-        progress(f"read text: {min(start + batch_size, len(chunks))}/{len(chunks)} chunks")
     return examples

@@ -1,17 +1,39 @@
-"""The distillation tool on the tiny pair: data with the target's top-k, training that lowers the loss and
-raises agreement, resumable checkpoints, and a shipped file that reloads into the same draft."""
+"""The distillation tool on the tiny pair: fresh rounds of the target's own answers, training that lowers the
+held-out KL, resumable checkpoints, and a shipped file that reloads into the same draft."""
 from argparse import Namespace
 
 import torch
 
 from cascade_core import distill_data as data
-from cascade_core.distill import agreement, build_student, load_draft, train
+from cascade_core.distill import agreement, build_student, collate, held_out_set, load_draft, round_prompts, train
+from cascade_core.engine import encode_prompt
 from cascade_core.models import tiny_pair
 
 
 def args_for(tmp_path, steps):
-    return Namespace(layers=[1], lr=3e-3, batch_tokens=512, seed=0, minutes=10.0, steps=steps, eval_every=10,
-                     out=str(tmp_path / "draft"))
+    return Namespace(layers=[1], lr=3e-3, batch_tokens=256, seed=0, minutes=10.0, steps=steps, eval_every=2,
+                     out=str(tmp_path / "draft"), round_prompts=8, answer_tokens=16, gen_batch=8, tv_weight=1.0,
+                     eval_samples=1)
+
+
+def test_instructions_are_many_distinct_and_exclude_held_out_prompts():
+    prompts = data.instructions()
+    assert len(set(prompts)) == len(prompts) > 50_000
+    assert not set(prompts) & set(data.EVAL_PROMPTS)
+    assert round_prompts(prompts, 1, 8) == prompts[8:16]
+    assert round_prompts(prompts, len(prompts) // 8, 8)[0] == prompts[0]  # wraps around
+
+
+def test_learnt_positions_are_the_answer():
+    pair = tiny_pair()
+    examples = data.sampled_answers(pair, ["Hello", "Once upon a time"], 12, 2, 0, lambda m: None)
+    ids, mask, learn = collate(examples, "cpu")
+    for row, e in enumerate(examples):
+        n = len(e["input_ids"])
+        assert ids[row, :n].tolist() == e["input_ids"] and mask[row].sum() == n
+        # position j is learnt iff its successor is an answer token
+        assert learn[row].nonzero().flatten().tolist() == list(range(e["first"], n - 1))
+        assert e["first"] == len(encode_prompt(pair.tokenizer, ["Hello", "Once upon a time"][row])) - 1
 
 
 def test_distill_tiny(tmp_path):
@@ -20,22 +42,21 @@ def test_distill_tiny(tmp_path):
     for p in pair.target.parameters():
         p.requires_grad = False
     say = lambda m: None  # noqa: E731
-    answers = data.sampled_answers(pair, ["Hello", "The cat", "Once upon", "Why"], 24, 2, 0, say)
-    assert all(len(e["top_ids"]) == len(e["input_ids"]) - e["first"] - 1 for e in answers)
-    text = data.read_texts(pair, ["the quick brown fox jumps over the lazy dog. " * 40], 48, 4, say)
-    bundle = {"train": answers + text, "eval": answers[:2]}
+    args = args_for(tmp_path, 30)
+    held_out = held_out_set(pair, tmp_path, args, say)
+    assert len(held_out) == len(data.EVAL_PROMPTS)
 
-    before = agreement(pair, build_student(pair.target, [1]), bundle["eval"], "cpu")
-    state = train(pair, bundle, tmp_path, args_for(tmp_path, 30), say)
-    assert state["step"] == 30
+    before = agreement(pair, build_student(pair.target, [1]), held_out)
+    state = train(pair, tmp_path, args, say)
+    assert state["step"] == 30 and state["round"] >= 2
     rows = (tmp_path / "curve.csv").read_text().splitlines()
-    assert rows[0].startswith("step,tokens") and len(rows) == 4
-    assert float(rows[-1].split(",")[4]) < before["kl"]  # held-out KL fell
+    assert rows[0].startswith("round,step,tokens") and len(rows) >= 2
+    assert float(rows[-1].split(",")[5]) < before["kl"]  # held-out KL fell
 
-    state = train(pair, bundle, tmp_path, args_for(tmp_path, 40), say)  # resumes from the checkpoint
+    state = train(pair, tmp_path, args_for(tmp_path, 40), say)  # resumes from the checkpoint
     assert state["step"] == 40
 
     draft, meta = load_draft(pair.target, tmp_path / "draft")
     assert meta["init_layers"] == [1] and meta["held_out"]["acceptance"] >= before["acceptance"]
-    reloaded = agreement(pair, draft, bundle["eval"], "cpu")
+    reloaded = agreement(pair, draft, held_out)
     assert abs(reloaded["acceptance"] - meta["held_out"]["acceptance"]) < 0.02  # float16 storage
