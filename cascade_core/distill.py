@@ -183,13 +183,17 @@ def train(pair, work, args, say):
     params = [p for p in student.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     ckpt_path, curve_path = work / "checkpoint.pt", work / "curve.csv"
-    state = {"round": 0, "step": 0, "tokens": 0, "seconds": 0.0, "best_acceptance": -1.0}
+    state = {"round": 0, "step": 0, "tokens": 0, "seconds": 0.0, "sampling_seconds": 0.0, "best_acceptance": -1.0}
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path)
         student.load_state_dict(ckpt["student"], strict=False)
         opt.load_state_dict(ckpt["opt"])
         state = ckpt["state"]
         say(f"resumed at round {state['round']}, step {state['step']} ({state['tokens']} positions)")
+    elif args.init_from:
+        student.load_state_dict(load_file(Path(args.init_from) / DRAFT_FILE), strict=False)
+        state["continued_from"] = draft_meta(args.init_from)
+        say(f"continuing the draft in {args.init_from}")
     held_out = held_out_set(pair, work, args, say)
     prompts = data.instructions(args.seed)
     budget = args.minutes * 60
@@ -204,6 +208,7 @@ def train(pair, work, args, say):
             examples = data.sampled_answers(pair, round_prompts(prompts, state["round"], args.round_prompts),
                                             args.answer_tokens, args.gen_batch, args.seed + 7919 * (state["round"] + 1),
                                             lambda m: None, precision(device))
+            state["sampling_seconds"] = state.get("sampling_seconds", 0.0) + time.perf_counter() - start
             for batch_ids in make_batches(examples, args.batch_tokens, args.seed + state["round"]):
                 for group in opt.param_groups:
                     group["lr"] = learning_rate(args, state["step"], state["seconds"] + time.perf_counter() - start, budget)
@@ -229,13 +234,14 @@ def train(pair, work, args, say):
                               round(scores["acceptance"], 4)])
                 f.flush()
                 say(f"round {state['round']}  step {state['step']}  {state['tokens']} positions  "
-                    f"{state['seconds'] / 60:.1f} min  loss {loss.item():.3f}  held-out KL {scores['kl']:.3f}  "
+                    f"{state['seconds'] / 60:.1f} min ({state['sampling_seconds'] / 60:.1f} sampling)  loss {loss.item():.3f}  held-out KL {scores['kl']:.3f}  "
                     f"top-1 {scores['top1']:.3f}  1 - TV {scores['acceptance']:.3f}")
                 if scores["acceptance"] > state["best_acceptance"]:
                     state["best_acceptance"] = scores["acceptance"]
                     save_draft(student, args.out, dict(init_layers=list(args.layers), step=state["step"],
                                                        tokens=state["tokens"], held_out=scores, device=device.type,
                                                        options=training_options(args),
+                                                       continued_from=state.get("continued_from"),
                                                        target="SmolLM2-135M-Instruct"))
                 torch.save({"student": own_state(student), "opt": opt.state_dict(), "state": state}, ckpt_path)
     return state
@@ -249,6 +255,15 @@ def teacher():
     for p in target.parameters():
         p.requires_grad = False
     return make_pair("bundled target", target, target, tokenizer)
+
+
+def continued_text(earlier):
+    """How the draft a run started from was made (chains of --init-from runs, newest first)."""
+    if not earlier:
+        return ""
+    return (f" It continued a draft trained on {earlier.get('device', 'cpu')} with `{earlier.get('options', '')}` "
+            f"({earlier['tokens']} positions, {earlier['step']} steps, held-out 1 - TV "
+            f"{earlier['held_out']['acceptance']:.3f}).") + continued_text(earlier.get("continued_from"))
 
 
 def report(work, out, gamma_max=4, n_tokens=48, say=print):
@@ -284,7 +299,7 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
         f"Student initialised from target layers {meta['init_layers']}; embeddings, final norm and tied head shared "
         f"with the target and frozen; shipped file: its own layers in float16 "
         f"({(Path(out) / DRAFT_FILE).stat().st_size / 2**20:.1f} MiB). Best checkpoint: step {meta['step']}, "
-        f"{meta['tokens']} training positions.", "",
+        f"{meta['tokens']} training positions." + continued_text(meta.get("continued_from")), "",
         "Held-out prompts (never used in training): " + "; ".join(data.EVAL_PROMPTS) + ".", "",
         f"- Held-out agreement on the target's own sampled answers: 1 - TV = **{ho['acceptance']:.3f}** "
         f"(expected lossless acceptance), top-1 agreement {ho['top1']:.3f}, KL(p || q) {ho['kl']:.3f}.",
@@ -340,6 +355,7 @@ def add_distill_parser(sub):
     p.add_argument("--tv-weight", type=float, default=1.0, help="weight of TV(p, q) beside KL(p || q) in the loss")
     p.add_argument("--eval-every", type=int, default=5, help="rounds between held-out evaluations")
     p.add_argument("--eval-samples", type=int, default=2, help="held-out answers sampled per held-out prompt")
+    p.add_argument("--init-from", help="start from a shipped draft's layers (e.g. one trained on a GPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")
     p.add_argument("--no-report", action="store_true", help="train only; skip the CPU-timed report")

@@ -5,6 +5,8 @@ the next input of both models. A block feeds ``[last, x_0 .. x_{n-2}]`` through 
 a time, sampling x_0 .. x_{n-1}) and through the target (one pass), so both see the same inputs, and
 on a rejection at position j both caches are cropped back to ``[.., last, x_0 .. x_{j-1}]``.
 """
+import functools
+import inspect
 import math
 import time
 
@@ -48,11 +50,17 @@ def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, max_new_to
                          f"the models' context of {limit} tokens; shorten the prompt or ask for fewer tokens")
 
 
+@functools.cache
+def cache_argument(model_class):
+    """transformers renamed forward's ``past_key_values`` to ``cache`` (5.2x); older 5.x silently ignores ``cache=``."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
 def forward(model, cache, ids, vocab_size, logits_to_keep=0):
     """Logits [len(ids) or logits_to_keep, vocab_size] for ids appended to the cache, checked for NaN/inf."""
     input_ids = torch.tensor([ids], device=model.device)
-    logits = model(input_ids=input_ids, cache=cache, use_cache=True,
-                   logits_to_keep=logits_to_keep).logits[0, :, :vocab_size]
+    logits = model(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep,
+                   **{cache_argument(type(model)): cache}).logits[0, :, :vocab_size]
     if not torch.isfinite(logits).all():
         raise ValueError(f"{model.config.name_or_path or 'a model'} produced NaN or inf logits; "
                          "the weights or the dtype are broken for this input")

@@ -13,7 +13,7 @@ from cascade_core.models import tiny_pair
 def args_for(tmp_path, steps):
     return Namespace(layers=[1], lr=3e-3, batch_tokens=256, seed=0, minutes=10.0, steps=steps, eval_every=2,
                      out=str(tmp_path / "draft"), round_prompts=8, answer_tokens=16, gen_batch=8, tv_weight=1.0,
-                     eval_samples=1)
+                     eval_samples=1, init_from=None)
 
 
 def test_instructions_are_many_distinct_and_exclude_held_out_prompts():
@@ -60,3 +60,11 @@ def test_distill_tiny(tmp_path):
     assert meta["init_layers"] == [1] and meta["held_out"]["acceptance"] >= before["acceptance"]
     reloaded = agreement(pair, draft, held_out)
     assert abs(reloaded["acceptance"] - meta["held_out"]["acceptance"]) < 0.02  # float16 storage
+
+    # a new run continuing the shipped draft starts where it ended
+    again = args_for(tmp_path, 2)
+    again.init_from, again.out = str(tmp_path / "draft"), str(tmp_path / "draft2")
+    (tmp_path / "continued").mkdir()
+    state = train(pair, tmp_path / "continued", again, say)
+    assert state["continued_from"]["step"] == meta["step"]
+    assert load_draft(pair.target, tmp_path / "draft2")[1]["continued_from"]["tokens"] == meta["tokens"]
