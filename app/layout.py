@@ -108,7 +108,8 @@ def build_app(pair=None, public=None, pairs=None):
         view = [run_state, answer, stats, speedup, step_plot, alpha_plot, status]
         live = [answer, step_plot, alpha_plot, status]
         quiet = dict(api_visibility="undocumented")
-        generating = dict(quiet, concurrency_id="generate", concurrency_limit=1)
+        # The status line reports progress; Gradio's own would draw the streaming answer at 20% opacity.
+        generating = dict(quiet, concurrency_id="generate", concurrency_limit=1, show_progress="hidden")
         instant = dict(quiet, concurrency_limit=None, queue=False)
 
         run_event = run_button.click(handlers.run, settings, view, api_name="run_ui", **generating)

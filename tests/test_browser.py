@@ -60,6 +60,25 @@ def set_alpha(page, value, event):
     }""", [str(value), event])
 
 
+# Clicks Run and, when the first token lands, lists its ancestors drawn faded (opacity < 1) or hidden.
+RUN_AND_CHECK_FIRST_TOKEN = """() => new Promise(resolve => {
+  const answer = document.querySelector('#answer');
+  const observer = new MutationObserver(() => {
+    const token = answer.querySelector('.tok');
+    if (!token) return;
+    observer.disconnect();
+    const faded = [];
+    for (let e = token; e; e = e.parentElement) {
+      const style = getComputedStyle(e);
+      if (Number(style.opacity) < 1 || style.visibility !== 'visible') faded.push(e.className + ' ' + style.opacity);
+    }
+    resolve({faded, status: document.querySelector('#status')?.innerText});
+  });
+  observer.observe(answer, {subtree: true, childList: true});
+  document.querySelector('#run').click();
+})"""
+
+
 def test_run_recolour_rerun_and_inspect(page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     tiny = load_pair("tiny")
@@ -68,8 +87,8 @@ def test_run_recolour_rerun_and_inspect(page):
     assert first is not None, "pick NEW_ALPHA so that some token flips"
 
     page.fill("#prompt textarea", PROMPT)
-    page.click("#run")
-    page.wait_for_selector("#answer .tok")
+    first_token = page.evaluate(RUN_AND_CHECK_FIRST_TOKEN)
+    assert first_token["faded"] == [], f"streamed tokens are drawn faded while generating: {first_token}"
     wait_until_done(page)
     assert token_classes(page) == expected.sources
     assert page.inner_text("#answer .tokens").replace("↵\n", "\n") == expected.text
