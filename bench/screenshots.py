@@ -1,0 +1,69 @@
+"""The README's screenshots of the explorer on the bundled pair: a run with a hover card, alpha moved (greyed
+tokens that will change), the inspector, and the "How to read this" panel.
+
+    HF_HUB_OFFLINE=1 python bench/screenshots.py [--out docs/screenshots]
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app import build_app, launch  # noqa: E402
+from app.pairs import PairCache  # noqa: E402
+from app_bench import CHROMIUM_ARGS, free_port  # noqa: E402
+
+PROMPT = "Explain in two sentences why the sky is blue."
+
+
+def set_alpha(page, value, event):
+    page.eval_on_selector("#alpha input[type=range]", """(el, [value, event]) => {
+        el.value = value; el.dispatchEvent(new Event('input', {bubbles: true}));
+        if (event === 'pointerup') el.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
+    }""", [str(value), event])
+
+
+def main():
+    from playwright.sync_api import sync_playwright
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="docs/screenshots")
+    out = Path(parser.parse_args().out)
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = PairCache()
+    pairs.get("bundled")
+    demo = build_app("bundled", pairs=pairs)
+    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
+    done = "() => document.querySelector('#status')?.innerText.startsWith('Done')"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#run")
+            page.fill("#prompt textarea", PROMPT)
+            page.click("#run")
+            page.wait_for_function(done, timeout=120000)
+            page.wait_for_selector("#step-plot .js-plotly-plot")
+            page.hover("#answer .tok[data-pos='6']")
+            page.screenshot(path=out / "bundled-run.png", full_page=True)
+            set_alpha(page, 0.6, "input")
+            page.wait_for_selector("#answer .tok.will-change")
+            page.screenshot(path=out / "bundled-alpha-moved.png", full_page=True)
+            set_alpha(page, 0.6, "pointerup")
+            page.wait_for_function(done + " && !document.querySelector('#answer .will-change')", timeout=120000)
+            flip = page.get_attribute("#answer .tok.replaced", "data-pos") or "0"
+            page.click(f"#answer .tok[data-pos='{flip}']")
+            page.wait_for_selector("#inspector-plot .js-plotly-plot")
+            page.screenshot(path=out / "bundled-inspector.png", full_page=True)
+            page.click("#how-to-read button")
+            page.wait_for_timeout(500)
+            page.locator("#how-to-read").screenshot(path=out / "how-to-read.png")
+            browser.close()
+    finally:
+        demo.close()
+    print(f"screenshots in {out}")
+
+
+if __name__ == "__main__":
+    main()
