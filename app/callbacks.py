@@ -106,6 +106,13 @@ def recolour_status(run, rule, alpha, first_changed):
             "will be regenerated on release (or press Re-run); the prefix is reused.")
 
 
+LIVE_HANDLERS = {}
+
+
+def live_handlers(key):
+    return LIVE_HANDLERS[key]
+
+
 class Handlers:
     """The app's callbacks, bound to its pair cache. View outputs are, in order:
     state, tokens, stats, speed-up, step plot, critical-alpha plot, status."""
@@ -113,6 +120,12 @@ class Handlers:
     def __init__(self, pairs, default_pair):
         self.pairs = pairs
         self.default_pair = default_pair
+        LIVE_HANDLERS[id(self)] = self
+
+    def __reduce__(self):
+        # ZeroGPU's @spaces.GPU runs a call in a forked worker and pickles its arguments, self included: a
+        # Handlers travels as its key, and the worker finds its forked copy, loaded models and all.
+        return live_handlers, (id(self),)
 
     # -- generation --------------------------------------------------------------------------------
 
@@ -232,9 +245,8 @@ class Handlers:
                 max_new_tokens: int = 64, seed: int = 0) -> str:
         """Run the cascade on the app's default pair; returns the trace as JSON (cascade_core's Trace.to_json)."""
         s = Settings.from_inputs(prompt, self.default_pair, True, rule, alpha, gamma, temperature, max_new_tokens, seed)
-        return _api_generate(self.pairs.get(s.pair), s)
+        return self._trace_json(s)
 
-
-@gpu
-def _api_generate(pair, s):
-    return generate(pair, s.prompt, **s.engine_kwargs()).to_json()
+    @gpu
+    def _trace_json(self, s):
+        return generate(self.pairs.get(s.pair), s.prompt, **s.engine_kwargs()).to_json()

@@ -7,7 +7,7 @@ import pytest
 from gradio_client import Client
 
 from app.callbacks import Handlers, Run
-from app.controls import alpha_slider_range
+from app.controls import Settings, alpha_slider_range
 from app.pairs import PairCache, check_public, parse_pair
 from cascade_core import Trace, generate, load_pair
 
@@ -221,3 +221,21 @@ def test_command_line():
     assert parse_args(["--target", "t", "--draft", "d"]).target == "t"
     with pytest.raises(SystemExit):
         parse_args(["--target", "t"])
+
+
+def test_handlers_survive_zerogpu_pickling(handlers, tiny):
+    """On a ZeroGPU Space, ``spaces.GPU`` runs each call in a forked worker and pickles its arguments (self
+    included) on the way in and every yielded view on the way out: both must pickle, and cheaply."""
+    import pickle
+
+    payload = pickle.dumps((handlers, *SETTINGS.values()))
+    assert len(payload) < 10_000  # the models stay behind: the worker has its own forked copy
+    assert pickle.loads(payload)[0] is handlers
+    views = [pickle.loads(pickle.dumps(view)) for view in handlers.run(*SETTINGS.values())]
+    run = views[-1][0]
+    assert run.trace.tokens == fresh(tiny).tokens
+    views = [pickle.loads(pickle.dumps(view)) for view in handlers.rerun(*pickle.loads(pickle.dumps(
+        (run, *{**SETTINGS, "alpha": 0.95}.values()))))]
+    assert views[-1][0].trace.tokens == fresh(tiny, alpha=0.95).tokens
+    settings = Settings.from_inputs("Hello there", "tiny", True, "v3", 0.5, 4, 1.0, 48, 0)
+    assert len(pickle.dumps((handlers, settings))) < 10_000  # the /run API's GPU call
