@@ -173,6 +173,44 @@ def training_options(args):
     return " ".join(f"--{name.replace('_', '-')} {value(getattr(args, name))}" for name in TRAINING_OPTIONS)
 
 
+def train_on(pair, student, opt, examples, state, args, lr_at):
+    """One pass over a round's answers, one optimiser step per batch of about --batch-tokens; the last loss."""
+    params = [p for p in student.parameters() if p.requires_grad]
+    for batch_ids in make_batches(examples, args.batch_tokens, args.seed + state["round"]):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(state["step"])
+        batch = collate([examples[i] for i in batch_ids], pair.target.device)
+        with precision(pair.target.device):
+            loss = distillation_loss(pair, student, batch, args.tv_weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        state["step"] += 1
+        state["tokens"] += int(batch[2].sum())
+        if args.steps and state["step"] >= args.steps:
+            break
+    return loss.item()
+
+
+def evaluate(pair, student, held_out, state, args, log, say, loss):
+    """Held-out agreement into the learning curve; the shipped draft when it improved."""
+    student.eval()
+    scores = agreement(pair, student, held_out)
+    student.train()
+    log.writerow([state["round"], state["step"], state["tokens"], round(state["seconds"] / 60, 2), round(loss, 4),
+                  round(scores["kl"], 4), round(scores["top1"], 4), round(scores["acceptance"], 4)])
+    say(f"round {state['round']}  step {state['step']}  {state['tokens']} positions  {state['seconds'] / 60:.1f} min "
+        f"({state['sampling_seconds'] / 60:.1f} sampling)  loss {loss:.3f}  held-out KL {scores['kl']:.3f}  "
+        f"top-1 {scores['top1']:.3f}  1 - TV {scores['acceptance']:.3f}")
+    if scores["acceptance"] > state["best_acceptance"]:
+        state["best_acceptance"] = scores["acceptance"]
+        save_draft(student, args.out, dict(init_layers=list(args.layers), step=state["step"], tokens=state["tokens"],
+                                           held_out=scores, device=pair.target.device.type,
+                                           options=training_options(args), continued_from=state.get("continued_from"),
+                                           target="SmolLM2-135M-Instruct"))
+
+
 def train(pair, work, args, say):
     """Rounds of fresh data: the target answers --round-prompts new instructions, the student trains once on
     those answers against the target's distributions, repeat until --minutes (or --steps). Every
@@ -180,8 +218,8 @@ def train(pair, work, args, say):
     agreement improved."""
     device = pair.target.device
     student = build_student(pair.target, args.layers)
-    params = [p for p in student.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0,
+                            betas=(0.9, 0.95))
     ckpt_path, curve_path = work / "checkpoint.pt", work / "curve.csv"
     state = {"round": 0, "step": 0, "tokens": 0, "seconds": 0.0, "sampling_seconds": 0.0, "best_acceptance": -1.0}
     if ckpt_path.exists():
@@ -208,41 +246,16 @@ def train(pair, work, args, say):
             examples = data.sampled_answers(pair, round_prompts(prompts, state["round"], args.round_prompts),
                                             args.answer_tokens, args.gen_batch, args.seed + 7919 * (state["round"] + 1),
                                             lambda m: None, precision(device))
-            state["sampling_seconds"] = state.get("sampling_seconds", 0.0) + time.perf_counter() - start
-            for batch_ids in make_batches(examples, args.batch_tokens, args.seed + state["round"]):
-                for group in opt.param_groups:
-                    group["lr"] = learning_rate(args, state["step"], state["seconds"] + time.perf_counter() - start, budget)
-                batch = collate([examples[i] for i in batch_ids], device)
-                with precision(device):
-                    loss = distillation_loss(pair, student, batch, args.tv_weight)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                opt.step()
-                state["step"] += 1
-                state["tokens"] += int(batch[2].sum())
-                if args.steps and state["step"] >= args.steps:
-                    break
+            state["sampling_seconds"] += time.perf_counter() - start
+            def lr_at(step):
+                return learning_rate(args, step, state["seconds"] + time.perf_counter() - start, budget)
+
+            loss = train_on(pair, student, opt, examples, state, args, lr_at)
             state["round"] += 1
             state["seconds"] += time.perf_counter() - start
             if state["round"] % args.eval_every == 0 or done():
-                student.eval()
-                scores = agreement(pair, student, held_out)
-                student.train()
-                log.writerow([state["round"], state["step"], state["tokens"], round(state["seconds"] / 60, 2),
-                              round(loss.item(), 4), round(scores["kl"], 4), round(scores["top1"], 4),
-                              round(scores["acceptance"], 4)])
+                evaluate(pair, student, held_out, state, args, log, say, loss)
                 f.flush()
-                say(f"round {state['round']}  step {state['step']}  {state['tokens']} positions  "
-                    f"{state['seconds'] / 60:.1f} min ({state['sampling_seconds'] / 60:.1f} sampling)  loss {loss.item():.3f}  held-out KL {scores['kl']:.3f}  "
-                    f"top-1 {scores['top1']:.3f}  1 - TV {scores['acceptance']:.3f}")
-                if scores["acceptance"] > state["best_acceptance"]:
-                    state["best_acceptance"] = scores["acceptance"]
-                    save_draft(student, args.out, dict(init_layers=list(args.layers), step=state["step"],
-                                                       tokens=state["tokens"], held_out=scores, device=device.type,
-                                                       options=training_options(args),
-                                                       continued_from=state.get("continued_from"),
-                                                       target="SmolLM2-135M-Instruct"))
                 torch.save({"student": own_state(student), "opt": opt.state_dict(), "state": state}, ckpt_path)
     return state
 
