@@ -4,7 +4,6 @@ time from Run to the first coloured token on screen (bundled pair, real browser)
     HF_HUB_OFFLINE=1 python bench/app_bench.py [--pair bundled] [--repeats 5] [--skip-browser]
 """
 import argparse
-import socket
 import statistics
 import sys
 import time
@@ -17,10 +16,9 @@ import gradio as gr  # noqa: E402
 from app import build_app, launch  # noqa: E402
 from app.callbacks import Handlers, Run  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
+from bench.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
 # Timed inside the page, on the browser's clock: click Run, then the frame after the first token lands in the
 # DOM (two animation frames: the first runs before that frame paints). Timing from Python instead would
@@ -69,12 +67,6 @@ def bench_recolour(repeats):
     return {name: tuple(t / len(ALPHAS) for t in milliseconds(fn, repeats)) for name, fn in parts.items()}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_browser(pair, repeats, prompt):
     from playwright.sync_api import sync_playwright
 
@@ -87,7 +79,7 @@ def bench_browser(pair, repeats, prompt):
     page_loads, first_tokens = [], []
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for _ in range(repeats):
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 start = time.perf_counter()

@@ -11,16 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import build_app, launch  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
-from app_bench import CHROMIUM_ARGS, free_port  # noqa: E402
+from bench.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa: E402
 
 PROMPT = "Explain in two sentences why the sky is blue."
-
-
-def set_alpha(page, value, event):
-    page.eval_on_selector("#alpha input[type=range]", """(el, [value, event]) => {
-        el.value = value; el.dispatchEvent(new Event('input', {bubbles: true}));
-        if (event === 'pointerup') el.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
-    }""", [str(value), event])
 
 
 def main():
@@ -37,7 +30,7 @@ def main():
     done = "() => document.querySelector('#status')?.innerText.startsWith('Done')"
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url)
             page.wait_for_selector("#run")

@@ -4,6 +4,7 @@ Instructions are composed from templates, topics and styles (~70,000 distinct); 
 its own prompts, never composed here. Only token ids are stored: the target's distributions are recomputed
 while training (see distill.py), so the data is cheap and every round can be fresh.
 """
+import contextlib
 import itertools
 import random
 
@@ -105,7 +106,7 @@ def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress, a
         ids = torch.tensor([[pad] * (width - len(b)) + b for b in batch], device=pair.target.device)
         mask = torch.tensor([[0] * (width - len(b)) + [1] * len(b) for b in batch], device=pair.target.device)
         torch.manual_seed(seed + start)
-        with torch.inference_mode(), (autocast or torch.autocast("cpu", enabled=False)):
+        with torch.inference_mode(), (autocast or contextlib.nullcontext()):
             out = pair.target.generate(ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
                                        max_new_tokens=max_new_tokens, pad_token_id=pad)
         for row, prompt_ids in enumerate(batch):

@@ -3,11 +3,10 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import socket
-
 import pytest
 import torch
 
+from bench.browser import free_port
 from cascade_core.models import tiny_pair
 
 
@@ -22,12 +21,6 @@ def bundled():
     from cascade_core import load_pair
 
     return load_pair("bundled", progress=lambda m: None)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.browser import CHROMIUM, CHROMIUM_ARGS, set_alpha
 from cascade_core import generate, load_pair
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 PROMPT = "Hello there"
 RUN = dict(rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64)  # the page's defaults
@@ -50,14 +48,6 @@ def token_classes(page):
 
 def wait_until_done(page):
     page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done')", timeout=30000)
-
-
-def set_alpha(page, value, event):
-    """Move the alpha slider's range input as a drag does ('input'), or let go of it ('pointerup')."""
-    page.eval_on_selector("#alpha input[type=range]", """(el, [value, event]) => {
-        el.value = value; el.dispatchEvent(new Event('input', {bubbles: true}));
-        if (event === 'pointerup') el.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
-    }""", [str(value), event])
 
 
 # Clicks Run and, when the first token lands, lists its ancestors drawn faded (opacity < 1) or hidden.
