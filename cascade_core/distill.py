@@ -336,7 +336,7 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
     lines += ["", "The draft's own greedy answers (draft only, temperature 0):", ""]
     lines += [f"- *{p}* {a!r}" for p, a in answers.items()]
     text = "\n".join(lines) + "\n"
-    write_section("docs/benchmarks.md", text)
+    write_section("docs/benchmarks.md", text, "## Bundled draft:")
     return text
 
 

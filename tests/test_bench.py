@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+from cascade_core.bench import write_section
+
 
 def test_bench_smoke(tmp_path):
     out = tmp_path / "bench.md"
@@ -9,8 +11,19 @@ def test_bench_smoke(tmp_path):
                         "--max-new-tokens", "6", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     text = out.read_text()
-    assert "## Engine benchmark on cpu: tiny" in text
+    assert "## Engine benchmark on cpu: tiny pair" in text
     assert "Greedy outputs identical (transformers generate = transformers assisted = ours lossless): **True**" in text
     for name in ("transformers generate (target only)", "transformers assisted (gamma=4)", "ours lossless (gamma=4)",
                  "ours v3 alpha=0.3", "ours opt alpha=0.5"):
         assert name in text
+
+
+def test_write_section_replaces_by_key_whatever_the_numbers_in_the_title(tmp_path):
+    """A re-run whose title carries new numbers (the draft's 1 - TV) replaces its old section, not adds one."""
+    path = tmp_path / "b.md"
+    write_section(path, "## Engine benchmark on cpu: bundled pair, draft (1 - TV 0.33)\n\nold\n", "## Engine benchmark on cpu: bundled pair")
+    write_section(path, "## Bundled draft: draft (1 - TV 0.33)\n\nreport\n", "## Bundled draft:")
+    write_section(path, "## Engine benchmark on cpu: bundled pair, draft (1 - TV 0.41)\n\nnew\n", "## Engine benchmark on cpu: bundled pair")
+    text = path.read_text()
+    assert text.count("## Engine benchmark on cpu: bundled pair") == 1
+    assert "new" in text and "old" not in text and "## Bundled draft: draft (1 - TV 0.33)" in text
