@@ -241,13 +241,16 @@ def section_key(pair):
 
 
 def write_section(path, text, key):
-    """Replace (or add) the section whose title starts with key, keeping the other sections."""
+    """Replace the section whose title starts with key where it stands (or add it at the end), keeping the others."""
     path = Path(path)
     old = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    sections = old.split("\n## ")
-    kept = [sec for sec in sections[1:] if not ("## " + sec).startswith(key)]
+    head, *sections = old.split("\n## ")
+    mine = [i for i, sec in enumerate(sections) if ("## " + sec).startswith(key)]
+    place = mine[0] if mine else len(sections)
+    kept = [sec for i, sec in enumerate(sections) if i not in mine]
+    kept.insert(place, text[3:])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n## ".join([sections[0].rstrip("\n") + "\n"] + kept + [text[3:]]))
+    path.write_text("\n## ".join([head.rstrip("\n") + "\n"] + kept))
 
 
 def bench(args):

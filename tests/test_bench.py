@@ -19,11 +19,12 @@ def test_bench_smoke(tmp_path):
 
 
 def test_write_section_replaces_by_key_whatever_the_numbers_in_the_title(tmp_path):
-    """A re-run whose title carries new numbers (the draft's 1 - TV) replaces its old section, not adds one."""
+    """A re-run whose title carries new numbers (the draft's 1 - TV) replaces its old section where it stands."""
     path, key = tmp_path / "b.md", "## Engine benchmark on cpu: bundled pair"
     write_section(path, f"{key}, draft (1 - TV 0.33)\n\nold\n", key)
     write_section(path, "## Bundled draft: draft (1 - TV 0.33)\n\nreport\n", "## Bundled draft:")
     write_section(path, f"{key}, draft (1 - TV 0.41)\n\nnew\n", key)
     text = path.read_text()
     assert text.count(key) == 1
-    assert "new" in text and "old" not in text and "## Bundled draft: draft (1 - TV 0.33)" in text
+    assert "old" not in text
+    assert text.index(f"{key}, draft (1 - TV 0.41)\n\nnew") < text.index("## Bundled draft: draft (1 - TV 0.33)")
