@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench bench-app browser
+.PHONY: setup run test bench bench-app distill browser
 
 $(STAMP): requirements.txt
 	python3 -m venv $(VENV)
@@ -27,7 +27,11 @@ test: setup browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
 
 bench: setup
-	HF_HUB_OFFLINE=1 $(PY) -m cascade_core bench $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
 
 bench-app: setup browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)
+
+# Distil the bundled pair's draft (resumable; see README): make distill ARGS="--minutes 60"
+distill: setup
+	HF_HUB_OFFLINE=1 $(PY) -m distill $(ARGS)

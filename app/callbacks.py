@@ -3,6 +3,7 @@ every number and app.viz for every picture."""
 import functools
 import time
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import gradio as gr
 
@@ -21,15 +22,36 @@ FIGURE_INTERVAL = 0.5  # seconds between figure refreshes while streaming; token
 
 @dataclass
 class Run:
-    """The trace on screen and the pair that made it."""
+    """The trace on screen and the spec of the pair that made it."""
 
     trace: Trace
-    pair: str
+    pair_spec: str
+
+
+class View(NamedTuple):
+    """What a generating handler updates, in the order of the page's outputs (a tuple, as Gradio wants)."""
+
+    run: Any
+    answer: Any
+    stats: Any
+    speedup: Any
+    step_plot: Any
+    alpha_plot: Any
+    status: Any
+
+
+class Recoloured(NamedTuple):
+    """What moving alpha or the rule updates, without a model call."""
+
+    answer: Any
+    step_plot: Any
+    alpha_plot: Any
+    status: Any
 
 
 def status_only(message):
     """A view update that leaves the answer, stats and plots as they are and shows a status line."""
-    return (gr.skip(),) * 6 + (message,)
+    return View(*(gr.skip(),) * 6, status=message)
 
 
 def warns_in_page(fn):
@@ -114,12 +136,11 @@ def live_handlers(key):
 
 
 class Handlers:
-    """The app's callbacks, bound to its pair cache. View outputs are, in order:
-    state, tokens, stats, speed-up, step plot, critical-alpha plot, status."""
+    """The app's callbacks, bound to its pair cache; generating handlers yield Views."""
 
-    def __init__(self, pairs, default_pair):
+    def __init__(self, pairs, default_pair_spec):
         self.pairs = pairs
-        self.default_pair = default_pair
+        self.default_pair_spec = default_pair_spec
         LIVE_HANDLERS[id(self)] = self
 
     def __reduce__(self):
@@ -136,7 +157,7 @@ class Handlers:
         plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(), gr.skip())
         n = len(run.trace.positions)
         status = status or (f"Generating… {n} tokens" if running else f"Done: {n} tokens ({run.trace.stop_reason}).")
-        return (run, answer, stats, speedup, *plots, status)
+        return View(run, answer, stats, speedup, *plots, status)
 
     def _load(self, spec):
         """Yields status updates while the pair loads (once); returns the pair."""
@@ -156,27 +177,27 @@ class Handlers:
             now = time.perf_counter()
             refresh = trace.finished or now - last_figures >= FIGURE_INTERVAL
             last_figures = now if refresh else last_figures
-            yield self._view(Run(trace, s.pair), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
+            yield self._view(Run(trace, s.pair_spec), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
 
     @warns_in_page
     @gpu
-    def run(self, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+    def run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Run from scratch, streaming block by block."""
-        s = Settings.from_inputs(prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
-        loaded = yield from self._load(s.pair)
+        s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        loaded = yield from self._load(s.pair_spec)
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
 
     @warns_in_page
     @gpu
-    def rerun(self, run, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+    def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Regenerate what the new settings change: from the first flipped token after a rule/alpha
         change, from scratch after any other change (gamma alone: same text, new costs)."""
-        s = Settings.from_inputs(prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
         if run is None:
             yield status_only("Nothing to re-run yet: press Run.")
             return
-        loaded = yield from self._load(s.pair)
-        if not s.same_text_inputs(run.trace, run.pair) or run.trace.settings["gamma"] != s.gamma:
+        loaded = yield from self._load(s.pair_spec)
+        if not s.same_text_inputs(run.trace, run.pair_spec) or run.trace.settings["gamma"] != s.gamma:
             yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
             return
         old = run.trace.settings
@@ -210,10 +231,10 @@ class Handlers:
         """Instant: provenance under the new (rule, alpha) from the stored a*, no model call.
         Outputs: tokens, step plot, critical-alpha plot, status."""
         if run is None:
-            return gr.skip(), gr.skip(), gr.skip(), ""
+            return Recoloured(gr.skip(), gr.skip(), gr.skip(), "")
         answer, first_changed, sources = answer_view(run, rule, alpha)
-        return (answer, *figures_view(run, rule, alpha, sources, first_changed),
-                recolour_status(run, rule, alpha, first_changed))
+        return Recoloured(answer, *figures_view(run, rule, alpha, sources, first_changed),
+                          recolour_status(run, rule, alpha, first_changed))
 
     @staticmethod
     def update_speedup(run, cost_ratio):
@@ -244,9 +265,9 @@ class Handlers:
     def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
                 max_new_tokens: int = 64, seed: int = 0) -> str:
         """Run the cascade on the app's default pair; returns the trace as JSON (cascade_core's Trace.to_json)."""
-        s = Settings.from_inputs(prompt, self.default_pair, True, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature, max_new_tokens, seed)
         return self._trace_json(s)
 
     @gpu
     def _trace_json(self, s):
-        return generate(self.pairs.get(s.pair), s.prompt, **s.engine_kwargs()).to_json()
+        return generate(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs()).to_json()

@@ -2,23 +2,23 @@
 import math
 from dataclasses import dataclass
 
-from cascade_core import ALPHA_RANGE, DESCRIPTIONS
-from cascade_core import ALPHA_FREE
+from cascade_core import RULES
 
 OPEN_END = 2.0  # an infinite end of a rule's alpha range is shown as +-2 on the slider
-LOSSY_TOP = 0.99  # lossy's range is [0, 1): alpha = 1 would accept every draft token
+BELOW_OPEN_TOP = 0.01  # a range open at its top (lossy's [0, 1)) stops one slider step below it
 
 
 def alpha_slider_range(rule):
     """(minimum, maximum) of the alpha slider for a rule: its natural range, infinite ends shown as +-2."""
-    lo, hi = ALPHA_RANGE[rule]
+    record = RULES[rule]
+    lo, hi = record.alpha_range
     lo = -OPEN_END if math.isinf(lo) else lo
     hi = OPEN_END if math.isinf(hi) else hi
-    return lo, LOSSY_TOP if rule == "lossy" else hi
+    return lo, round(hi - BELOW_OPEN_TOP, 2) if record.upper_open else hi
 
 
 def alpha_is_used(rule):
-    return rule not in ALPHA_FREE
+    return RULES[rule].alpha_used
 
 
 def clamp_alpha(rule, alpha):
@@ -27,7 +27,8 @@ def clamp_alpha(rule, alpha):
 
 
 def rule_info(rule):
-    return DESCRIPTIONS[rule] + ("" if alpha_is_used(rule) else " (alpha is ignored)")
+    record = RULES[rule]
+    return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)")
 
 
 def whole_number(value, name):
@@ -41,10 +42,10 @@ def whole_number(value, name):
 
 @dataclass(frozen=True)
 class Settings:
-    """One run's inputs as the page holds them."""
+    """One run's inputs as the page holds them; ``pair_spec`` names the model pair ('tiny', 'draft -> target')."""
 
     prompt: str
-    pair: str
+    pair_spec: str
     chat: bool
     rule: str
     alpha: float
@@ -54,19 +55,19 @@ class Settings:
     seed: int
 
     @classmethod
-    def from_inputs(cls, prompt, pair, chat, rule, alpha, gamma, temperature, max_new_tokens, seed):
+    def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed):
         if seed is None:
             raise ValueError("seed must be a whole number")
-        return cls(prompt, pair, bool(chat), rule, float(alpha), whole_number(gamma, "gamma"), float(temperature),
-                   whole_number(max_new_tokens, "max_new_tokens"), whole_number(seed, "seed"))
+        return cls(prompt, pair_spec, bool(chat), rule, float(alpha), whole_number(gamma, "gamma"),
+                   float(temperature), whole_number(max_new_tokens, "max_new_tokens"), whole_number(seed, "seed"))
 
     def engine_kwargs(self):
         return dict(rule=self.rule, alpha=self.alpha, gamma=self.gamma, temperature=self.temperature,
                     seed=self.seed, max_new_tokens=self.max_new_tokens, chat=self.chat)
 
-    def same_text_inputs(self, trace, pair):
+    def same_text_inputs(self, trace, pair_spec):
         """Whether a trace was made from the same prompt and sampling inputs (rule, alpha and gamma aside)."""
         s = trace.settings
-        return (trace.prompt == self.prompt and pair == self.pair and s["chat"] == self.chat
+        return (trace.prompt == self.prompt and pair_spec == self.pair_spec and s["chat"] == self.chat
                 and s["temperature"] == self.temperature and s["seed"] == self.seed
                 and s["max_new_tokens"] == self.max_new_tokens)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from cascade_core import RULES
-from cascade_core import MAX_GAMMA, MAX_NEW_TOKENS
+from cascade_core import MAX_GAMMA, MAX_NEW_TOKENS, RULES
+from cascade_core.rules import markdown_table
 
-from .callbacks import Handlers
+from .callbacks import Handlers, Recoloured, View
 from .controls import alpha_slider_range, rule_info
 from .pairs import BUNDLED, CHOICES, SEED_PAIR, PairCache
 from .viz.stats import speedup_markdown, stats_markdown
@@ -43,14 +43,19 @@ def example_prompts():
     return json.loads((ASSETS / "examples.json").read_text())
 
 
-def build_app(pair=None, public=None, pairs=None):
-    """The Gradio Blocks app. ``pair``: the default pair spec ('tiny', 'bundled', 'draft -> target');
+def how_to_read():
+    """The "How to read this" panel, its rules table read from the rules' records."""
+    return (ASSETS / "how_to_read.md").read_text().replace("{rules_table}", markdown_table())
+
+
+def build_app(pair_spec=None, public=None, pairs=None):
+    """The Gradio Blocks app. ``pair_spec``: the default pair ('tiny', 'bundled', 'draft -> target');
     ``public``: restrict model ids to the allow-list (default: on a Space); ``pairs``: a PairCache to share."""
-    pair = pair or default_pair_spec()
+    pair_spec = pair_spec or default_pair_spec()
     public = on_space() if public is None else public
     pairs = pairs or PairCache(public=public)
-    handlers = Handlers(pairs, pair)
-    choices = CHOICES if any(value == pair for _, value in CHOICES) else CHOICES + [(pair, pair)]
+    handlers = Handlers(pairs, pair_spec)
+    choices = CHOICES if any(value == pair_spec for _, value in CHOICES) else CHOICES + [(pair_spec, pair_spec)]
     lo, hi = alpha_slider_range(DEFAULT_RULE)
 
     with gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False) as demo:
@@ -64,7 +69,7 @@ def build_app(pair=None, public=None, pairs=None):
                 gr.Examples([[p] for p in example_prompts()], inputs=[prompt], label="Examples")
                 chat = gr.Checkbox(True, label="Apply the chat template (when the model has one); off: raw text",
                                    elem_id="chat")
-                pair_box = gr.Dropdown(choices, value=pair, label="Model pair (draft -> target)",
+                pair_box = gr.Dropdown(choices, value=pair_spec, label="Model pair (draft -> target)",
                                        allow_custom_value=not public, elem_id="pair",
                                        info="hub ids or local folders as 'draft -> target'" if not public
                                        else "public mode: allow-listed models only")
@@ -102,11 +107,11 @@ def build_app(pair=None, public=None, pairs=None):
             step_plot = gr.Plot(label="Per step", elem_id="step-plot")
             alpha_plot = gr.Plot(label="Critical alpha", elem_id="alpha-plot")
         with gr.Accordion("How to read this", open=False, elem_id="how-to-read"):
-            gr.Markdown((ASSETS / "how_to_read.md").read_text(), sanitize_html=False)
+            gr.Markdown(how_to_read(), sanitize_html=False)
 
         settings = [prompt, pair_box, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio]
-        view = [run_state, answer, stats, speedup, step_plot, alpha_plot, status]
-        live = [answer, step_plot, alpha_plot, status]
+        view = list(View(run_state, answer, stats, speedup, step_plot, alpha_plot, status))
+        live = list(Recoloured(answer, step_plot, alpha_plot, status))
         quiet = dict(api_visibility="undocumented")
         # The status line reports progress; Gradio's own would draw the streaming answer at 20% opacity.
         generating = dict(quiet, concurrency_id="generate", concurrency_limit=1, show_progress="hidden")

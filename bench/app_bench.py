@@ -16,7 +16,7 @@ import gradio as gr  # noqa: E402
 from app import build_app, launch  # noqa: E402
 from app.callbacks import Handlers, Run  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
-from bench.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 
 ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]

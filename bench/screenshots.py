@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import build_app, launch  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
-from bench.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa: E402
 
 PROMPT = "Explain in two sentences why the sky is blue."
 

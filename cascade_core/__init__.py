@@ -1,8 +1,9 @@
 """Speculative cascades (Narasimhan et al., ICLR 2025): exact engine, per-token traces, baselines."""
 from .engine import MAX_GAMMA, MAX_NEW_TOKENS, generate, stream
 from .models import Pair, load_pair
-from .rules import ALPHA_FREE, ALPHA_RANGE, DESCRIPTIONS, RULES, critical_alpha, target_distribution
+from .rules import RULES, Distributions, Rule, critical_alpha, get_rule
+from .sampling import output_distribution, target_distribution
 from .trace import Trace
 
-__all__ = ["ALPHA_FREE", "ALPHA_RANGE", "DESCRIPTIONS", "MAX_GAMMA", "MAX_NEW_TOKENS", "RULES", "Pair", "Trace",
-           "critical_alpha", "generate", "load_pair", "stream", "target_distribution"]
+__all__ = ["MAX_GAMMA", "MAX_NEW_TOKENS", "RULES", "Distributions", "Pair", "Rule", "Trace", "critical_alpha",
+           "generate", "get_rule", "load_pair", "output_distribution", "stream", "target_distribution"]

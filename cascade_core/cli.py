@@ -1,7 +1,9 @@
-"""Command line: ``python -m cascade_core run|bench ...``."""
+"""Command line: ``python -m cascade_core run ...``."""
 import argparse
 import sys
 
+from .engine import generate
+from .models import load_pair
 from .rules import RULES
 
 # Okabe-Ito colours (colour-blind safe) as 256-colour ANSI codes: blue, orange, vermillion.
@@ -16,8 +18,6 @@ def add_pair_arguments(parser):
 
 
 def pair_from_args(args):
-    from .models import load_pair
-
     if args.target or args.draft:
         return load_pair(target=args.target, draft=args.draft)
     return load_pair(args.pair)
@@ -37,8 +37,6 @@ def format_stats(stats):
 
 
 def run(args):
-    from .engine import generate
-
     pair = pair_from_args(args)
     trace = generate(pair, args.prompt, rule=args.rule, alpha=args.alpha, gamma=args.gamma,
                      temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens,
@@ -70,12 +68,6 @@ def main(argv=None):
     p_run.add_argument("--json", action="store_true", help="print the trace as JSON")
     p_run.add_argument("--color", action="store_true", help="colour even when stdout is not a terminal")
     p_run.set_defaults(func=run)
-
-    from .bench import add_bench_parser
-    from .distill import add_distill_parser
-
-    add_bench_parser(sub, add_pair_arguments)
-    add_distill_parser(sub)
 
     args = parser.parse_args(argv)
     try:

@@ -1,23 +1,21 @@
-"""The speculative-cascade loop: draft proposes, target verifies in one pass, a rule decides.
+"""The speculative-cascade loop: the draft proposes, the target verifies in one pass, a rule decides.
 
-Invariant: both KV caches hold every token of the sequence except the last one, ``last``, which is
-the next input of both models. A block feeds ``[last, x_0 .. x_{n-2}]`` through the draft (one token at
-a time, sampling x_0 .. x_{n-1}) and through the target (one pass), so both see the same inputs, and
-on a rejection at position j both caches are cropped back to ``[.., last, x_0 .. x_{j-1}]``.
+Invariant: both KV caches hold every token of the sequence except the last one, ``last``, which is the next
+input of both models. A block feeds ``[last, x_0 .. x_{n-2}]`` through the draft (one token at a time, sampling
+x_0 .. x_{n-1}) and through the target (one pass), so both see the same inputs, and after a rejection at
+position j both caches are cropped back to ``[.., last, x_0 .. x_{j-1}]``.
 """
 import functools
 import inspect
-import math
 import time
 
 import torch
 from transformers import DynamicCache
 
-from .rules import ALPHA_RANGE, check_alpha, check_rule, critical_alphas
-from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, sampling_distribution, verify
-from .trace import Trace, _source
+from .rules import RULES, Distributions, get_rule
+from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
+from .trace import Block, Detokenizer, Trace, source_under
 
-TOP_K = 10
 MAX_GAMMA = 16
 MAX_NEW_TOKENS = 2048
 
@@ -35,7 +33,7 @@ def encode_prompt(tokenizer, prompt, chat=True):
 
 
 def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, max_new_tokens):
-    check_alpha(rule, alpha)
+    get_rule(rule).check_alpha(alpha)
     if not isinstance(gamma, int) or not 1 <= gamma <= MAX_GAMMA:
         raise ValueError(f"gamma must be an integer in 1..{MAX_GAMMA}, got {gamma!r}")
     if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
@@ -67,209 +65,141 @@ def forward(model, cache, ids, vocab_size, logits_to_keep=0):
     return logits
 
 
-def crop(cache, n_tokens):
-    if n_tokens:
-        cache.crop(-n_tokens)  # transformers 5: a negative argument removes that many tokens
+class CachedModel:
+    """One model with its KV cache. Every call is counted and timed: the timings give the measured cost ratio c."""
+
+    def __init__(self, model, role, vocab_size, counters):
+        self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, counters
+        self.cache = DynamicCache(config=model.config)
+
+    def prefill(self, ids):
+        forward(self.model, self.cache, ids, self.vocab_size, logits_to_keep=1)
+
+    def __call__(self, ids):
+        start = time.perf_counter()
+        logits = forward(self.model, self.cache, ids, self.vocab_size)  # its NaN check waits for CUDA: real time
+        self.counters[f"{self.role}_seconds"] += time.perf_counter() - start
+        self.counters[f"{self.role}_calls"] += 1
+        return logits
+
+    def crop(self, n_tokens):
+        if n_tokens:
+            self.cache.crop(-n_tokens)  # transformers 5: a negative argument removes that many tokens
 
 
-class Decoder:
-    """Turns emitted ids into text pieces that concatenate to the decoded text (multi-byte characters
-    split over tokens land on the token that completes them)."""
-
-    WINDOW = 8
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def pieces(self, tokens, start):
-        if self.tokenizer is None:
-            return [""] * (len(tokens) - start)
-        out = []
-        for i in range(start, len(tokens)):
-            window = tokens[max(0, i - self.WINDOW): i]
-            before = self.tokenizer.decode(window)
-            after = self.tokenizer.decode(window + [tokens[i]])
-            out.append("" if after.endswith("\ufffd") else after[len(before.rstrip("\ufffd")):])
-        return out
-
-    def singles(self, ids):
-        if self.tokenizer is None:
-            return [""] * len(ids)
-        return self.tokenizer.batch_decode([[i] for i in ids])
-
-
-def _top(d, decoder):
-    probs, ids = d.topk(min(TOP_K, d.shape[-1]), dim=-1)
-    ids, probs = ids.tolist(), probs.tolist()
-    texts = iter(decoder.singles([i for row in ids for i in row]))
-    return [[[i, next(texts), pr] for i, pr in zip(row_i, row_p)] for row_i, row_p in zip(ids, probs)]
-
-
-def position_records(decoder, block, x, a_star, q_stat=None, p_stat=None, q=None, p=None, accept=None):
-    """One dict per position of a block (see Trace); tensors are [m, V] or [m], a_star one dict per position."""
-    m = len(x)
-    none = [None] * m
-
-    def col(t):
-        return t.tolist() if t is not None else none
-
-    x_t = torch.tensor(x, device=(q if q is not None else p).device).unsqueeze(-1)
-    top_q = _top(q_stat, decoder) if q_stat is not None else none
-    top_p = _top(p_stat, decoder) if p_stat is not None else none
-    max_q = col(q_stat.max(-1).values if q_stat is not None else None)
-    max_p = col(p_stat.max(-1).values if p_stat is not None else None)
-    q_x = col(q_stat.gather(-1, x_t).squeeze(-1) if q_stat is not None else None)
-    p_x = col(p_stat.gather(-1, x_t).squeeze(-1) if p_stat is not None else None)
-    tv = col((p - q).clamp_min(0).sum(-1) if q is not None and p is not None else None)
-    acc = col(accept)
-    texts = decoder.singles(x)
-    return [dict(proposal=x[i], proposal_text=texts[i], block=block, max_q=max_q[i], max_p=max_p[i], tv=tv[i],
-                 q_x=q_x[i], p_x=p_x[i], accept_prob=acc[i], a_star=a_star[i], top_q=top_q[i], top_p=top_p[i])
-            for i in range(m)]
-
-
-class Cascade:
-    """Mutable decoding state for one generation: caches, the last token, the trace being built."""
+class Decoding:
+    """The state of one generation: the settings, both cached models, the last token, the trace being built."""
 
     def __init__(self, pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos):
-        self.pair, self.trace = pair, trace
-        self.rule, self.alpha, self.gamma, self.temperature = rule, alpha, gamma, temperature
-        self.seed, self.max_new_tokens = seed, max_new_tokens
+        self.trace, self.rule, self.alpha, self.gamma = trace, rule, alpha, gamma
+        self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
         self.eos = pair.eos_token_ids if stop_at_eos else set()
-        self.decoder = Decoder(pair.tokenizer)
-        self.vocab = pair.vocab_size
-        self.uses_draft = rule != "target"
-        self.uses_target = rule != "draft"
-        self.target_cache = DynamicCache(config=pair.target.config) if self.uses_target else None
-        self.draft_cache = DynamicCache(config=pair.draft.config) if self.uses_draft else None
-        self.counters = trace.counters
-        self.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
-                             prefill_seconds=0.0, wall_seconds=0.0)
-
-    @property
-    def position(self):
-        return len(self.trace.positions)
+        counters = trace.counters
+        counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0, prefill_seconds=0.0,
+                        wall_seconds=0.0)
+        self.target = CachedModel(pair.target, "target", pair.vocab_size, counters) if rule != "draft" else None
+        self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters) if rule != "target" else None
 
     def prefill(self):
         start = time.perf_counter()
-        seq = self.trace.prompt_ids + self.trace.tokens
-        if len(seq) > 1:
-            if self.uses_target:
-                forward(self.pair.target, self.target_cache, seq[:-1], self.vocab, logits_to_keep=1)
-            if self.uses_draft:
-                forward(self.pair.draft, self.draft_cache, seq[:-1], self.vocab, logits_to_keep=1)
-        self.last = seq[-1]
-        self.counters["prefill_seconds"] = time.perf_counter() - start
-
-    def _forward(self, role, ids):
-        """A counted, timed forward of one model (the timing gives the measured cost ratio c)."""
-        model, cache = (self.pair.target, self.target_cache) if role == "target" else (self.pair.draft, self.draft_cache)
-        start = time.perf_counter()
-        logits = forward(model, cache, ids, self.vocab)  # its NaN check synchronises CUDA, so the time is real
-        self.counters[f"{role}_seconds"] += time.perf_counter() - start
-        self.counters[f"{role}_calls"] += 1
-        return logits
+        sequence = self.trace.prompt_ids + self.trace.tokens
+        for model in (self.target, self.draft):
+            if model is not None and len(sequence) > 1:
+                model.prefill(sequence[:-1])
+        self.last = sequence[-1]
+        self.trace.counters["prefill_seconds"] = time.perf_counter() - start
 
     def step(self):
-        """Run one block; append its positions to the trace."""
-        n = min(self.gamma + 1, self.max_new_tokens - self.position)
-        uniforms = position_uniforms(self.seed, range(self.position, self.position + n))
-        if self.rule in ("target", "draft"):
-            self._plain_step(uniforms[:1])
-        else:
-            self._cascade_step(uniforms)
-
-    def _plain_step(self, uniforms):
-        """Target-only or draft-only: sample one token from the model with the position's draft uniform."""
-        role = "target" if self.uses_target else "draft"
-        logits = self._forward(role, [self.last])
-        stat, dist = sampling_distribution(logits, self.temperature)
-        token = int(sample_inverse_cdf(dist, uniforms[:, DRAFT])[0])
-        a_star = [{self.rule: math.inf if self.uses_target else -math.inf}]
-        dists = dict(p_stat=stat, p=dist) if self.uses_target else dict(q_stat=stat, q=dist)
-        record = position_records(self.decoder, self.counters[f"{role}_calls"] - 1, [token], a_star, **dists)
-        self._emit(record, [token], ["deferred" if self.uses_target else "accepted"])
-
-    def _cascade_step(self, uniforms):
-        n = len(uniforms)
-        temperature = self.temperature
-        x, q_stats, qs = [], [], []
-        draft_input = self.last
-        for j in range(n):
-            logits = self._forward("draft", [draft_input])[-1:]
-            q_stat, q = sampling_distribution(logits, temperature)
-            draft_input = int(sample_inverse_cdf(q, uniforms[j : j + 1, DRAFT])[0])
-            x.append(draft_input)
-            q_stats.append(q_stat)
-            qs.append(q)
-        p_logits = self._forward("target", [self.last] + x[:-1])
-        q_stat, q = torch.cat(q_stats), torch.cat(qs)
-        p_stat, p = sampling_distribution(p_logits.to(q.dtype), temperature)
-        greedy = temperature == 0
-        n_kept, correction, accept = verify(self.rule, q_stat, p_stat, q, p, torch.tensor(x, device=q.device),
-                                            self.alpha, uniforms, greedy)
-        m = n_kept + (correction is not None)
-        tokens = x[:n_kept] + ([correction] if correction is not None else [])
-        stars = {rule: a.tolist() for rule, a in critical_alphas(
-            q_stat[:m], p_stat[:m], q[:m], p[:m], torch.tensor(x[:m], device=q.device), greedy).items()}
-        a_star = [{rule: values[i] for rule, values in stars.items()} for i in range(m)]
-        records = position_records(self.decoder, self.counters["target_calls"] - 1, x[:m], a_star, q_stat[:m],
-                                   p_stat[:m], q[:m], p[:m], accept[:m])
-        sources = ["deferred" if self.alpha < rec["a_star"][self.rule] else "accepted" for rec in records[:n_kept]]
-        sources += ["replaced"] * (correction is not None)
-        # Both caches processed [last, x_0 .. x_{n-2}]; keep [last, x_0 .. x_{m-2}].
-        crop(self.target_cache, n - m)
-        crop(self.draft_cache, n - m)
-        self._emit(records, tokens, sources)
-
-    def _emit(self, records, tokens, sources):
-        start = self.position
-        for rec, token, source in zip(records, tokens, sources):
-            rec.update(token=token, source=source)
-            self.trace.positions.append(rec)
-            if token in self.eos:
-                self.trace.finished, self.trace.stop_reason = True, "eos"
-                break
-        for rec, text in zip(self.trace.positions[start:], self.decoder.pieces(self.trace.tokens, start)):
-            rec["text"] = text
+        """One block: gamma + 1 positions (fewer at the end), with their position-keyed uniforms."""
+        start = len(self.trace.positions)
+        n = min(self.gamma + 1, self.max_new_tokens - start)
+        uniforms = position_uniforms(self.seed, range(start, start + n))
+        block = plain_block(self, uniforms[:1]) if RULES[self.rule].kind == "baseline" else cascade_block(self, uniforms)
+        self.trace.add_block(block, self.eos, self.max_new_tokens)
         self.last = self.trace.tokens[-1]
-        if not self.trace.finished and self.position >= self.max_new_tokens:
-            self.trace.finished, self.trace.stop_reason = True, "max_new_tokens"
+
+
+def propose(draft, last, uniforms, temperature):
+    """The draft samples x_0 .. x_{n-1} autoregressively, x_j from q_j with position j's draft uniform.
+    Returns x and q_j (untempered, tempered) stacked ``[n, V]``."""
+    x, untempered, tempered = [], [], []
+    for u in uniforms[:, DRAFT]:
+        q_untempered, q = untempered_and_tempered(draft([x[-1] if x else last])[-1:], temperature)
+        x.append(int(sample_inverse_cdf(q, u.reshape(1))[0]))
+        untempered.append(q_untempered)
+        tempered.append(q)
+    return x, torch.cat(untempered), torch.cat(tempered)
+
+
+def cascade_block(run, uniforms):
+    """One block of a speculative cascade (the spec's "One block"):
+
+    1. the draft proposes n = gamma + 1 tokens x_0 .. x_{n-1}, one at a time, from q;
+    2. one target pass over [last, x_0 .. x_{n-2}] scores every one of them: p_0 .. p_{n-1};
+    3. verify in order against pi = rule(q, p, alpha): keep x_j with probability min(1, pi_j(x_j) / q_j(x_j));
+       the first rejection is replaced by a sample of norm(max(0, pi_j - q_j)) and ends the block;
+    4. crop both caches back to the emitted prefix;
+    5. hand the block to the trace."""
+    n = len(uniforms)
+    x, q_untempered, q = propose(run.draft, run.last, uniforms, run.temperature)  # 1
+    p_untempered, p = untempered_and_tempered(run.target([run.last] + x[:-1]).to(q.dtype), run.temperature)  # 2
+    d = Distributions(q, p, q_untempered, p_untempered, greedy=run.temperature == 0)
+    verdict = verify(run.rule, d, torch.tensor(x, device=q.device), run.alpha, uniforms)  # 3
+    m = verdict.emitted
+    run.target.crop(n - m)  # 4: both processed [last, x_0 .. x_{n-2}]; keep [last, x_0 .. x_{m-2}]
+    run.draft.crop(n - m)
+    tokens = x[: verdict.kept] + ([verdict.correction] if verdict.correction is not None else [])
+    return Block(run.trace.counters["target_calls"] - 1, x[:m], tokens, verdict.sources(), d.first(m),  # 5
+                 verdict.accept_prob[:m])
+
+
+def plain_block(run, uniforms):
+    """A baseline: one token sampled from the target (target-only) or the draft (draft-only) alone, with the
+    position's draft uniform."""
+    model = run.target or run.draft
+    untempered, tempered = untempered_and_tempered(model([run.last]), run.temperature)
+    token = int(sample_inverse_cdf(tempered, uniforms[:, DRAFT])[0])
+    d = Distributions(None, tempered, None, untempered) if run.target else Distributions(tempered, None, untempered)
+    source = "deferred" if run.target else "accepted"
+    return Block(run.trace.counters[f"{model.role}_calls"] - 1, [token], [token], [source], d)
 
 
 def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64,
-           chat=True, prompt_ids=None, resume=None, stop_at_eos=True):
+           chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True):
     """Generate with a speculative cascade, yielding the growing Trace after every block.
 
-    ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the UI's re-runs
-    after an alpha change): with position-keyed randomness the result equals a fresh run whenever
-    those k tokens are what the new setting would emit, which ``Trace.recolour`` establishes."""
-    check_rule(rule)
+    ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the app's re-runs after
+    an alpha change): with position-keyed randomness the result equals a fresh run whenever those k tokens
+    are what the new setting would emit, which ``Trace.recolour`` establishes. ``details=False`` skips the
+    per-position records only the explorer reads (a* of every rule, top-10 lists, proposal texts)."""
+    get_rule(rule)
     if resume is not None:
         old, k = resume
         prompt, prompt_ids = old.prompt, list(old.prompt_ids)
         prefix = [dict(pos) for pos in old.positions[:k]]
         for pos in prefix:
-            pos["source"] = _source(pos, rule, alpha)
+            pos["source"] = source_under(pos, rule, alpha)
     else:
         prefix = []
         if prompt_ids is None:
             prompt_ids = encode_prompt(pair.tokenizer, prompt, chat)
         prompt_ids = list(prompt_ids)
     check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, max_new_tokens)
-    settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed,
-                    max_new_tokens=max_new_tokens, chat=chat, pair=pair.name, alpha_range=ALPHA_RANGE[rule])
-    trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix))
-    cascade = Cascade(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos)
-    if prefix and (prefix[-1]["token"] in cascade.eos or len(prefix) >= max_new_tokens):
-        trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in cascade.eos else "max_new_tokens"
+    r = RULES[rule]
+    settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed, details=details,
+                    max_new_tokens=max_new_tokens, chat=chat, pair=pair.name, alpha_range=r.alpha_range)
+    trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix),
+                  detokenizer=Detokenizer(pair.tokenizer))
+    run = Decoding(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos)
+    if prefix and (prefix[-1]["token"] in run.eos or len(prefix) >= max_new_tokens):
+        trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in run.eos else "max_new_tokens"
         yield trace
         return
     start = time.perf_counter()
     with torch.inference_mode():
-        cascade.prefill()
+        run.prefill()
         while not trace.finished:
-            cascade.step()
+            run.step()
             trace.counters["wall_seconds"] = time.perf_counter() - start
             yield trace
 

@@ -1,30 +1,24 @@
 """A position's decision in words and numbers: the statistic a rule thresholds, and why it did what it did.
 
-Works on a trace position (see Trace) so the UI can explain any token under any (rule, alpha) without a
-model call. Every rule defers iff alpha < a*; the threshold form below is the same test, as the paper
-writes it."""
+Works on a trace position (see Trace) so the app can explain any token under any (rule, alpha) without a
+model call. Every rule defers iff alpha < a*; the threshold form (each rule's record) is the same test, as
+the paper writes it."""
 import math
 
-FORMS = {
-    "chow": ("max q", lambda pos, a: pos["max_q"], lambda pos, a: 1 - a, "1 - alpha"),
-    "diff": ("max q", lambda pos, a: pos["max_q"], lambda pos, a: pos["max_p"] - a, "max p - alpha"),
-    "opt": ("max q", lambda pos, a: pos["max_q"], lambda pos, a: pos["max_p"] - a * pos["tv"], "max p - alpha * TV"),
-    "v1": ("q(x)", lambda pos, a: pos["q_x"], lambda pos, a: pos["max_p"] - a, "max p - alpha"),
-    "v2": ("p(x)", lambda pos, a: pos["p_x"], lambda pos, a: pos["max_p"] - a, "max p - alpha"),
-    "v3": ("p(x)", lambda pos, a: pos["p_x"], lambda pos, a: (1 - a) * pos["max_p"], "(1 - alpha) * max p"),
-    # These two defer when the statistic is *above* / below in their own sense; expressed through a*.
-    "bild": ("D(q, p)", lambda pos, a: pos["a_star"]["bild"], lambda pos, a: a, "alpha"),
-    "lossy": ("p(x) / q(x)", lambda pos, a: 1 - pos["a_star"]["lossy"], lambda pos, a: 1 - a, "1 - alpha"),
-}
+from .rules import RULES
 
 
 def threshold(rule, pos, alpha):
-    """(statistic label, statistic value, threshold value, threshold formula) or None for alpha-free rules.
-    The rule defers iff statistic < threshold, except BiLD*, which defers iff statistic > threshold."""
-    if rule not in FORMS or not pos.get("a_star") or rule not in pos["a_star"]:
+    """(statistic label, statistic value, threshold value, threshold formula) or None where the rule has no
+    threshold or the position lacks its numbers. The rule defers iff statistic < threshold, except BiLD*,
+    which defers iff statistic > threshold."""
+    record = RULES.get(rule)
+    if record is None or record.statistic is None or rule not in (pos.get("a_star") or {}):
         return None
-    label, stat, thresh, formula = FORMS[rule]
-    return label, stat(pos, alpha), thresh(pos, alpha), formula
+    (label, statistic), (formula, bound) = record.statistic, record.threshold
+    if statistic(pos) is None:  # a trace without details keeps only a*
+        return None
+    return label, statistic(pos), bound(pos, alpha), formula
 
 
 def deferred(rule, pos, alpha):

@@ -8,16 +8,20 @@ from hub ids or local folders.
 import importlib.util
 import os
 import string
-import types
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer, decoders
+from tokenizers.models import BPE
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from .draft import load_draft
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# The distilled draft's own layers (python -m cascade_core distill); the rest is shared with the target.
+# The distilled draft's own layers (python -m distill); the rest is shared with the target.
 BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
 
 
@@ -52,12 +56,10 @@ def _say(progress, message):
 def ascii_tokenizer():
     """One token per printable ASCII character (plus newline, unknown and end-of-text): the tiny pair's
     random output stays readable, and nothing needs a file."""
-    from tokenizers import Tokenizer, decoders, models
-
     chars = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
     vocab = {c: i for i, c in enumerate(chars)}
     vocab.update({"<unk>": len(vocab), "<|endoftext|>": len(vocab) + 1})
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    tok = Tokenizer(BPE(vocab=vocab, merges=[], unk_token="<unk>"))
     tok.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", unk_token="<unk>")
 
@@ -138,8 +140,6 @@ def thin_matmul_linears(model):
 def bundled_pair(dtype=None, device=None, progress=None, fast_matmul=True):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
-    from .distill import load_draft
-
     target, tokenizer = smollm2_target(dtype, device, progress, fast_matmul)
     draft, meta = load_draft(target, BUNDLED_DRAFT)
     draft = thin_matmul_linears(draft) if fast_matmul else draft

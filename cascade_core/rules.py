@@ -1,194 +1,305 @@
-"""Deferral rules: when to use the target, and the distribution pi the draft token is verified against.
+"""Deferral rules of speculative cascades (Narasimhan et al., ICLR 2025): one record per rule.
 
-Every rule is defined by its critical alpha a*: the rule defers iff ``alpha < a*`` (strict, so ties go
-to the draft, and larger alpha always means less deferral). Position rules have one a* per position;
-token rules have one a*(v) per vocabulary token, and r(v) = [alpha < a*(v)] over the whole vocabulary.
-Defining the decision through a* keeps the decision, the reported a* and the live recolouring in the
-UI consistent by construction.
+A rule says, at every output position, which distribution ``pi`` the draft's token is verified against.
+Each rule is defined by its critical alpha a*: it defers (uses the target) iff ``alpha < a*``. The test is
+strict, so ties go to the draft, and a larger alpha always means less deferral. Position rules have one a*
+per position; token rules one a*(v) per vocabulary token, and defer the set r(v) = [alpha < a*(v)], taken
+over the whole vocabulary. Defining every decision through a* keeps the decision, the a* a trace reports and
+the app's recolouring consistent by construction.
 
-Shapes: q, p are ``[..., V]`` probability tensors. ``q``/``p`` are the sampling distributions
-(temperature applied); ``q_stat``/``p_stat`` are the untempered ones whose statistics rules threshold.
+Equation numbers are the ICLR 2025 paper's, as the authors' notebook cites them. Shapes: distributions are
+``[..., V]``; a* is ``[...]`` (one per position) or ``[..., V]`` (one per token, ``per_token``).
 """
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
-POSITION_RULES = ("chow", "diff", "opt", "bild")
-TOKEN_RULES = ("v1", "v2", "v3")
-PAPER_RULES = ("chow", "diff", "opt", "v1", "v2", "v3")
-RULES = PAPER_RULES + ("lossless", "lossy", "bild", "target", "draft")
 
-# Rules whose pi is p wherever they defer: their outcome is the same whichever of them defers.
-PI_IS_P_WHEN_DEFERRED = ("chow", "diff", "opt", "bild", "lossless")
-# Rules that ignore alpha.
-ALPHA_FREE = ("lossless", "target", "draft")
+@dataclass(frozen=True)
+class Distributions:
+    """Both models' next-token distributions at some positions, each ``[..., V]`` (None: not computed).
 
-ALPHA_RANGE = {
-    "chow": (0.0, 1.0),
-    "diff": (-1.0, 1.0),
-    "opt": (-math.inf, math.inf),
-    "v1": (-1.0, 1.0),
-    "v2": (-1.0, 1.0),
-    "v3": (0.0, 1.0),
-    "lossless": (-math.inf, math.inf),
-    "lossy": (0.0, 1.0),  # lenience; 1 itself would accept everything and divide by zero
-    "bild": (0.0, 10.0),
-    "target": (-math.inf, math.inf),
-    "draft": (-math.inf, math.inf),
-}
+    ``q``, ``p``: what tokens are sampled from and verified with (temperature applied; one-hot at T = 0).
+    ``q_untempered``, ``p_untempered``: the temperature-1 softmax, whose statistics (max q, p(x), ...) the
+    rules threshold, so that alpha means the same at every temperature. They default to ``q`` and ``p``."""
 
-DESCRIPTIONS = {
-    "chow": "defer when the draft is unsure: max q < 1 - alpha",
-    "diff": "defer when the target is surer than the draft: max q < max p - alpha",
-    "opt": "defer when the target's extra confidence outweighs the cost of disagreeing: max q < max p - alpha * TV(p, q)",
-    "v1": "token rule: defer tokens the draft rates low against the target's best: q(v) < max p - alpha",
-    "v2": "token rule: defer tokens the target rates low against its best: p(v) < max p - alpha",
-    "v3": "token rule: keep tokens within a factor (1 - alpha) of the target's best: defer p(v) < (1 - alpha) max p",
-    "lossless": "speculative decoding: always verify against p; output distributed exactly as the target",
-    "lossy": "lossy speculative decoding: keep with prob min(1, p(x) / ((1 - alpha) q(x))), alpha = lenience",
-    "bild": "BiLD*: defer when the target finds the draft surprising: -sum q log p > alpha",
-    "target": "target only: plain sampling from the large model (baseline)",
-    "draft": "draft only: plain sampling from the small model (baseline)",
-}
+    q: torch.Tensor | None
+    p: torch.Tensor | None
+    q_untempered: torch.Tensor | None = None
+    p_untempered: torch.Tensor | None = None
+    greedy: bool = False
+
+    def __post_init__(self):
+        for name in ("q", "p"):
+            if getattr(self, f"{name}_untempered") is None:
+                object.__setattr__(self, f"{name}_untempered", getattr(self, name))
+
+    def first(self, m):
+        """The first m positions."""
+        cut = lambda t: None if t is None else t[:m]  # noqa: E731
+        return Distributions(cut(self.q), cut(self.p), cut(self.q_untempered), cut(self.p_untempered), self.greedy)
 
 
-def check_rule(rule):
-    if rule not in RULES:
-        raise ValueError(f"unknown rule {rule!r}; the rules are: {', '.join(RULES)}")
+# -- The formulas every rule shares (the spec's "Notation" and "One block") --------------------------------
 
-
-def check_alpha(rule, alpha):
-    check_rule(rule)
-    lo, hi = ALPHA_RANGE[rule]
-    if not isinstance(alpha, (int, float)) or math.isnan(alpha):
-        raise ValueError(f"alpha must be a number, got {alpha!r}")
-    upper_ok = alpha < hi if rule == "lossy" else alpha <= hi
-    if not (lo <= alpha and upper_ok):
-        closing = ")" if rule == "lossy" else "]"
-        raise ValueError(f"alpha={alpha} is outside rule {rule!r}'s range [{lo}, {hi}{closing}")
-
-
-def _tv(q, p):
+def total_variation(q, p):
+    """TV(p, q) = sum_v max(0, p(v) - q(v)): half the L1 distance; 1 - TV is the lossless acceptance rate."""
     return (p - q).clamp_min(0).sum(-1)
+
+
+def acceptance_probability(q_x, pi_x, lenience=0.0):
+    """Speculative sampling keeps a draft token x with probability min(1, pi(x) / q(x)); lossy speculative
+    decoding divides by (1 - lenience) q(x) instead (Leviathan et al., 2023, A.5). q(x) is clamped at 1e-10."""
+    return (pi_x / ((1 - lenience) * q_x.clamp_min(1e-10))).clamp_max(1.0)
+
+
+def residual(pi, q):
+    """What a rejection samples from, unnormalised: max(0, pi - q). Where rounding leaves it all zero (pi ~= q),
+    pi itself, as the spec says."""
+    excess = (pi - q).clamp_min(0)
+    return torch.where(excess.sum(-1, keepdim=True) > 0, excess, pi)
 
 
 def _max(d):
     return d.max(-1).values
 
 
-def _safe_ratio(num, den):
-    """num / den, with 0/0 -> -inf and x/0 -> sign(x) * inf (used only where den = TV >= 0)."""
-    ratio = num / den
-    undefined = den == 0
-    return torch.where(undefined, torch.where(num > 0, math.inf, -math.inf), ratio)
+def _per_position(d):
+    """A tensor of the positions' shape ``[...]``, to fill."""
+    return (d.q if d.q is not None else d.p)[..., 0]
 
 
-def _cross_entropy(q_stat, p_stat, greedy):
-    log_p = p_stat.clamp_min(1e-30).log()
-    if greedy:
-        return -log_p.gather(-1, q_stat.argmax(-1, keepdim=True)).squeeze(-1)
-    return -(q_stat * log_p).sum(-1)
+# -- a*: each rule's deferral test, solved for alpha -------------------------------------------------------
+
+def chow_a_star(d):
+    """Eq. (2): defer iff max q < 1 - alpha."""
+    return 1 - _max(d.q_untempered)
 
 
-def position_critical_alpha(rule, q_stat, p_stat, q, p, greedy=False):
-    """a* for a position rule, shape ``[...]``."""
-    if rule == "chow":
-        return 1 - _max(q_stat)
-    if rule == "diff":
-        return _max(p_stat) - _max(q_stat)
-    if rule == "opt":
-        return _safe_ratio(_max(p_stat) - _max(q_stat), _tv(q, p))
-    if rule == "bild":
-        return _cross_entropy(q_stat, p_stat, greedy)
-    raise ValueError(f"{rule!r} is not a position rule")
+def diff_a_star(d):
+    """Eq. (5): defer iff max q < max p - alpha."""
+    return _max(d.p_untempered) - _max(d.q_untempered)
 
 
-def token_critical_alpha(rule, q_stat, p_stat):
-    """a*(v) for a token rule over the whole vocabulary, shape ``[..., V]``."""
-    max_p = _max(p_stat).unsqueeze(-1)
-    if rule == "v1":
-        return max_p - q_stat
-    if rule == "v2":
-        return max_p - p_stat
-    if rule == "v3":
-        return 1 - p_stat / max_p
-    raise ValueError(f"{rule!r} is not a token rule")
+def opt_a_star(d):
+    """Eq. (10): defer iff max q < max p - alpha * TV(p, q), so a* = (max p - max q) / TV. Where TV = 0 the
+    models agree (pi = p = q either way): a* is +inf if the target is surer, else -inf."""
+    gain, tv = diff_a_star(d), total_variation(d.q, d.p)
+    return torch.where(tv == 0, torch.where(gain > 0, math.inf, -math.inf), gain / tv)
 
 
-def critical_alphas(q_stat, p_stat, q, p, x, greedy=False):
-    """a* of every rule for draft tokens ``x`` (shape ``[...]``); returns {rule: tensor[...]}."""
-    x = x.unsqueeze(-1)
-    full = torch.full(x.shape[:-1], math.inf, dtype=q.dtype, device=q.device)
-    out = {rule: position_critical_alpha(rule, q_stat, p_stat, q, p, greedy) for rule in POSITION_RULES}
-    for rule in TOKEN_RULES:
-        out[rule] = token_critical_alpha(rule, q_stat, p_stat).gather(-1, x).squeeze(-1)
-    q_x, p_x = q.gather(-1, x).squeeze(-1), p.gather(-1, x).squeeze(-1)
-    out["lossy"] = 1 - p_x / q_x.clamp_min(1e-10)
-    out["lossless"] = full
-    out["target"] = full
-    out["draft"] = -full
-    return out
+def bild_a_star(d):
+    """BiLD* (Kim et al., 2023), the paper's baseline: defer iff D(q, p) = -sum_v q(v) log p(v) > alpha
+    (greedy: -log p(argmax q))."""
+    log_p = d.p_untempered.clamp_min(1e-30).log()
+    if d.greedy:
+        return -log_p.gather(-1, d.q_untempered.argmax(-1, keepdim=True)).squeeze(-1)
+    return -(d.q_untempered * log_p).sum(-1)
 
 
-def critical_alpha(rule, q, p, x):
+def v1_a_star(d):
+    """Eq. (13): defer token v iff q(v) < max p - alpha."""
+    return _max(d.p_untempered).unsqueeze(-1) - d.q_untempered
+
+
+def v2_a_star(d):
+    """Eq. (14): defer token v iff p(v) < max p - alpha."""
+    return _max(d.p_untempered).unsqueeze(-1) - d.p_untempered
+
+
+def v3_a_star(d):
+    """Eq. (15): defer token v iff p(v) < (1 - alpha) max p; the kept set is min-p-like, not a top-k."""
+    return 1 - d.p_untempered / _max(d.p_untempered).unsqueeze(-1)
+
+
+def lossy_a_star(d):
+    """Lossy speculative decoding keeps v for certain iff p(v) >= (1 - alpha) q(v): a*(v) = 1 - p(v) / q(v)."""
+    return 1 - d.p / d.q.clamp_min(1e-10)
+
+
+def always(d):
+    return torch.full_like(_per_position(d), math.inf)
+
+
+def never(d):
+    return torch.full_like(_per_position(d), -math.inf)
+
+
+# -- pi: the distribution a draft token is verified against -------------------------------------------------
+
+def pi_per_position(d, defer):
+    """Position rules: pi = p where the rule defers, q elsewhere."""
+    return torch.where(defer.unsqueeze(-1), d.p, d.q)
+
+
+def pi_per_token(d, defer):
+    """Token rules: pi(v) = q(v) (1 - r(v)) + eta p(v), with r = defer over the whole vocabulary and
+    eta = sum_v r(v) q(v), the draft's mass on deferred tokens."""
+    r = defer.to(d.q.dtype)
+    eta = (r * d.q).sum(-1, keepdim=True)
+    pi = d.q * (1 - r) + eta * d.p
+    return pi / pi.sum(-1, keepdim=True)
+
+
+def pi_target(d, defer):
+    return d.p
+
+
+def pi_draft(d, defer):
+    return d.q
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a rule is. ``statistic`` and ``threshold`` are the paper's form of the same test, read off a trace
+    position: the rule defers iff statistic < threshold (BiLD*: statistic > threshold)."""
+
+    name: str
+    kind: str  # "position", "token", "speculative" or "baseline"
+    summary: str
+    source: str  # the paper's equation, or the method it comes from
+    a_star: Callable  # Distributions -> a*, per position or (per_token) per vocabulary token
+    pi: Callable  # (Distributions, defer) -> the distribution the draft token is verified against
+    alpha_range: tuple = (-math.inf, math.inf)
+    upper_open: bool = False  # alpha must stay below the range's top
+    per_token: bool = False
+    lenience: bool = False  # alpha is the acceptance's lenience (lossy)
+    alpha_used: bool = True
+    defers_when: str = ""
+    a_star_formula: str = ""
+    alpha_meaning: str = ""
+    statistic: tuple | None = None  # (label, position -> value)
+    threshold: tuple | None = None  # (formula, (position, alpha) -> value)
+
+    def defers(self, d, alpha):
+        return alpha < self.a_star(d)
+
+    def target(self, d, alpha):
+        """pi at every position of d."""
+        return self.pi(d, self.defers(d, alpha))
+
+    def a_star_at(self, d, x):
+        """a* of the draft tokens x (shape ``[...]``)."""
+        a = self.a_star(d)
+        return a.gather(-1, x.unsqueeze(-1)).squeeze(-1) if self.per_token else a
+
+    def check_alpha(self, alpha):
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or math.isnan(alpha):
+            raise ValueError(f"alpha must be a number, got {alpha!r}")
+        lo, hi = self.alpha_range
+        if not (lo <= alpha and (alpha < hi if self.upper_open else alpha <= hi)):
+            raise ValueError(f"alpha={alpha} is outside rule {self.name!r}'s range {self.range_text()}")
+
+    def range_text(self):
+        lo, hi = (("-inf" if v == -math.inf else "inf" if v == math.inf else f"{v:g}") for v in self.alpha_range)
+        return f"[{lo}, {hi}{')' if self.upper_open else ']'}"
+
+
+def _read(key):
+    return lambda pos: pos[key]
+
+
+RULES = {rule.name: rule for rule in (
+    Rule("chow", "position", "defer when the draft is unsure: max q < 1 - alpha", "Chow's rule, Eq. (2)",
+         chow_a_star, pi_per_position, (0.0, 1.0), defers_when="max q < 1 - alpha", a_star_formula="1 - max q",
+         alpha_meaning="how unsure the draft may be before the target is asked",
+         statistic=("max q", _read("max_q")), threshold=("1 - alpha", lambda pos, a: 1 - a)),
+    Rule("diff", "position", "defer when the target is surer than the draft: max q < max p - alpha", "Eq. (5)",
+         diff_a_star, pi_per_position, (-1.0, 1.0), defers_when="max q < max p - alpha",
+         a_star_formula="max p - max q", alpha_meaning="how much surer than the draft the target must be",
+         statistic=("max q", _read("max_q")), threshold=("max p - alpha", lambda pos, a: pos["max_p"] - a)),
+    Rule("opt", "position", "defer when the target's extra confidence outweighs the cost of disagreeing: "
+         "max q < max p - alpha * TV(p, q)", "the plug-in optimal rule, Eq. (10)", opt_a_star, pi_per_position,
+         defers_when="max q < max p - alpha * TV(p, q)", a_star_formula="(max p - max q) / TV",
+         alpha_meaning="the price of disagreeing, per unit of TV",
+         statistic=("max q", _read("max_q")),
+         threshold=("max p - alpha * TV", lambda pos, a: pos["max_p"] - a * pos["tv"])),
+    Rule("v1", "token", "token rule: defer tokens the draft rates low against the target's best: "
+         "q(v) < max p - alpha", "Eq. (13)", v1_a_star, pi_per_token, (-1.0, 1.0), per_token=True,
+         defers_when="token v with q(v) < max p - alpha", a_star_formula="max p - q(x)",
+         alpha_meaning="slack below the target's best for the draft's own score",
+         statistic=("q(x)", _read("q_x")), threshold=("max p - alpha", lambda pos, a: pos["max_p"] - a)),
+    Rule("v2", "token", "token rule: defer tokens the target rates low against its best: p(v) < max p - alpha",
+         "Eq. (14)", v2_a_star, pi_per_token, (-1.0, 1.0), per_token=True,
+         defers_when="token v with p(v) < max p - alpha", a_star_formula="max p - p(x)",
+         alpha_meaning="slack below the target's best for the target's score",
+         statistic=("p(x)", _read("p_x")), threshold=("max p - alpha", lambda pos, a: pos["max_p"] - a)),
+    Rule("v3", "token", "token rule: keep tokens within a factor (1 - alpha) of the target's best: "
+         "defer p(v) < (1 - alpha) max p", "Eq. (15)", v3_a_star, pi_per_token, (0.0, 1.0), per_token=True,
+         defers_when="token v with p(v) < (1 - alpha) max p", a_star_formula="1 - p(x) / max p",
+         alpha_meaning="tokens within a factor (1 - alpha) of the target's best are kept",
+         statistic=("p(x)", _read("p_x")),
+         threshold=("(1 - alpha) * max p", lambda pos, a: (1 - a) * pos["max_p"])),
+    Rule("lossless", "speculative", "speculative decoding: always verify against p; output distributed exactly "
+         "as the target", "speculative sampling (Leviathan et al., 2023; Chen et al., 2023)", always, pi_target,
+         alpha_used=False, defers_when="always (pi = p)", a_star_formula="inf",
+         alpha_meaning="speculative decoding: the target's exact distribution"),
+    Rule("lossy", "speculative", "lossy speculative decoding: keep with prob min(1, p(x) / ((1 - alpha) q(x))), "
+         "alpha = lenience", "Leviathan et al. (2023), A.5", lossy_a_star, pi_target, (0.0, 1.0),
+         upper_open=True, per_token=True, lenience=True,
+         defers_when="keep with prob min(1, p(x) / ((1 - alpha) q(x)))", a_star_formula="1 - p(x) / q(x)",
+         alpha_meaning="lenience", statistic=("p(x) / q(x)", lambda pos: 1 - pos["a_star"]["lossy"]),
+         threshold=("1 - alpha", lambda pos, a: 1 - a)),
+    Rule("bild", "position", "BiLD*: defer when the target finds the draft surprising: -sum q log p > alpha",
+         "BiLD* (Kim et al., 2023), the paper's baseline", bild_a_star, pi_per_position, (0.0, 10.0),
+         defers_when="-sum_v q(v) log p(v) > alpha", a_star_formula="that cross-entropy",
+         alpha_meaning="BiLD*: how surprised the target may be",
+         statistic=("D(q, p)", lambda pos: pos["a_star"]["bild"]), threshold=("alpha", lambda pos, a: a)),
+    Rule("target", "baseline", "target only: plain sampling from the large model (baseline)", "baseline", always,
+         pi_target, alpha_used=False, defers_when="plain sampling from one model", a_star_formula="-",
+         alpha_meaning="baselines"),
+    Rule("draft", "baseline", "draft only: plain sampling from the small model (baseline)", "baseline", never,
+         pi_draft, alpha_used=False, defers_when="plain sampling from one model", a_star_formula="-",
+         alpha_meaning="baselines"),
+)}
+PAPER_RULES = ("chow", "diff", "opt", "v1", "v2", "v3")
+
+
+def get_rule(name):
+    """The record of a rule, or a ValueError that lists the rules."""
+    if not isinstance(name, str) or name not in RULES:
+        raise ValueError(f"unknown rule {name!r}; the rules are: {', '.join(RULES)}")
+    return RULES[name]
+
+
+def critical_alphas(d, x):
+    """a* of every rule for draft tokens x (shape ``[...]``): {rule: tensor[...]}."""
+    return {name: r.a_star_at(d, x) for name, r in RULES.items()}
+
+
+def critical_alpha(name, q, p, x):
     """Public a*: the rule defers on draft token x iff alpha < a* (temperature 1: statistics = sampling)."""
-    check_rule(rule)
-    x = torch.as_tensor(x, device=q.device)
-    return critical_alphas(q, p, q, p, x)[rule]
-
-
-def _normalise(d):
-    return d / d.sum(-1, keepdim=True)
-
-
-def pi_distribution(rule, q_stat, p_stat, q, p, alpha, greedy=False):
-    """pi for the verification of a draft token sampled from q (the rule's target distribution)."""
-    if rule in ("lossless", "target"):
-        return p
-    if rule == "draft":
-        return q
-    if rule in POSITION_RULES:
-        defer = alpha < position_critical_alpha(rule, q_stat, p_stat, q, p, greedy)
-        return torch.where(defer.unsqueeze(-1), p, q)
-    if rule in TOKEN_RULES:
-        r = (alpha < token_critical_alpha(rule, q_stat, p_stat)).to(q.dtype)
-        eta = (r * q).sum(-1, keepdim=True)
-        return _normalise(q * (1 - r) + eta * p)
-    raise ValueError(f"{rule!r} has no pi of its own (lossy is verified by lenience)")
-
-
-def lossy_output_distribution(q, p, alpha):
-    """The exact distribution of lossy speculative decoding's emitted token."""
-    keep = q * torch.minimum(torch.ones_like(q), p / ((1 - alpha) * q.clamp_min(1e-10)))
-    residual = (p - q).clamp_min(0)
-    residual_mass = residual.sum(-1, keepdim=True)
-    residual = torch.where(residual_mass > 0, residual / residual_mass.clamp_min(1e-30), p)
-    return keep + (1 - keep.sum(-1, keepdim=True)) * residual
-
-
-def target_distribution(rule, q, p, alpha):
-    """pi for probability tensors of shape [..., V], statistics and sampling distributions equal (T = 1).
-
-    For every rule this is the distribution the emitted token follows; for lossy, whose acceptance
-    is not of the min(1, pi/q) form, it is that exact output distribution."""
-    check_alpha(rule, alpha)
-    if rule == "lossy":
-        return lossy_output_distribution(q, p, alpha)
-    return pi_distribution(rule, q, p, q, p, alpha)
+    return get_rule(name).a_star_at(Distributions(q, p), torch.as_tensor(x, device=q.device))
 
 
 def outcome_unchanged(old_rule, old_alpha, a_star_old, new_rule, new_alpha, a_star_new):
     """Whether a position's emitted token is certain to stay the same when (rule, alpha) changes.
 
-    With position-keyed random numbers the draft proposes the same x under any rule. If neither
-    setting defers, x stands in both; if both defer to pi = p, the same coins meet the same pi.
-    Anything else (token rules' eta, lossy's lenience, target-only's direct sampling) may differ."""
-    if old_rule == new_rule and (old_alpha == new_alpha or old_rule in ALPHA_FREE):
+    With position-keyed random numbers the draft proposes the same x under any rule. If neither setting
+    defers, x stands in both; if both defer to pi = p, the same coins meet the same pi. Anything else (token
+    rules' eta, lossy's lenience, target-only's direct sampling) may differ."""
+    if old_rule == new_rule and (old_alpha == new_alpha or not RULES[old_rule].alpha_used):
         return True
     if a_star_old is None or a_star_new is None:
         return False
     old_deferred, new_deferred = old_alpha < a_star_old, new_alpha < a_star_new
     if not old_deferred and not new_deferred:
         return True
-    return (old_deferred and new_deferred
-            and old_rule in PI_IS_P_WHEN_DEFERRED and new_rule in PI_IS_P_WHEN_DEFERRED)
+    return old_deferred and new_deferred and _verifies_against_p_where_deferred(old_rule, new_rule)
+
+
+def _verifies_against_p_where_deferred(*names):
+    """Position rules verify against pi = p wherever they defer, and lossless everywhere."""
+    return all(RULES[name].kind == "position" or name == "lossless" for name in names)
+
+
+def markdown_table():
+    """The rules as the README and the app's "How to read this" show them."""
+    lines = ["| rule | defers when | a* | alpha | what alpha means | from |", "|---|---|---|---|---|---|"]
+    for r in RULES.values():
+        alpha = r.range_text() if r.alpha_used else "-"
+        lines.append(f"| `{r.name}` | `{r.defers_when}` | `{r.a_star_formula}` | {alpha} | {r.alpha_meaning} | "
+                     f"{r.source} |")
+    return "\n".join(lines)

@@ -1,14 +1,16 @@
-"""Position-keyed common random numbers and the one-position verification step.
+"""Speculative sampling against a rule's pi, with position-keyed common random numbers.
 
 Every output position i gets three uniforms from a stream keyed by (seed, i): one for the draft's
 inverse-CDF sample, one for the acceptance coin, one for the residual sample. Because nothing else
 consumes randomness, the emitted token at position i depends only on the prefix and these three
-numbers: not on gamma, KV caching or where a block started. Tests and the UI's re-runs rely on that.
+numbers: not on gamma, KV caching or where a block started. Tests and the app's re-runs rely on that.
 """
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from .rules import pi_distribution
+from .rules import RULES, Distributions, acceptance_probability, get_rule, residual
 
 DRAFT, ACCEPT, RESIDUAL = 0, 1, 2
 
@@ -29,48 +31,84 @@ def sample_inverse_cdf(d, u):
     return idx.clamp_max(d.shape[-1] - 1)
 
 
-def sampling_distribution(logits, temperature):
-    """(stat, sample): the untempered softmax the rules threshold, and the distribution tokens are
-    drawn from (temperature-scaled, or one-hot argmax at temperature 0). Float32 log-softmax at least."""
+def untempered_and_tempered(logits, temperature):
+    """(the temperature-1 softmax the rules threshold, the distribution tokens are sampled from: temperature
+    applied, or one-hot argmax at temperature 0). Float32 at least."""
     logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-    stat = torch.softmax(logits, -1)
+    untempered = torch.softmax(logits, -1)
     if temperature == 0:
-        sample = torch.zeros_like(stat).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    elif temperature == 1:
-        sample = stat
-    else:
-        sample = torch.softmax(logits / temperature, -1)
-    return stat, sample
+        return untempered, torch.zeros_like(untempered).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    if temperature == 1:
+        return untempered, untempered
+    return untempered, torch.softmax(logits / temperature, -1)
 
 
-def acceptance_and_residual(rule, q_stat, p_stat, q, p, x, alpha, greedy):
-    """Per position: the probability of keeping draft token x, and the residual to sample from otherwise."""
-    x = x.unsqueeze(-1)
-    q_x = q.gather(-1, x).squeeze(-1).clamp_min(1e-10)
-    if rule == "lossy":
-        accept = (p.gather(-1, x).squeeze(-1) / ((1 - alpha) * q_x)).clamp_max(1.0)
-        pi = p
-    else:
-        pi = pi_distribution(rule, q_stat, p_stat, q, p, alpha, greedy)
-        accept = (pi.gather(-1, x).squeeze(-1) / q_x).clamp_max(1.0)
-    residual = (pi - q).clamp_min(0)
-    # Rounding can leave an all-zero residual where pi ~= q; the spec says sample from pi then.
-    empty = residual.sum(-1, keepdim=True) <= 0
-    residual = torch.where(empty, pi, residual)
-    return accept, residual
+def _at(t, x):
+    return t.gather(-1, x.unsqueeze(-1)).squeeze(-1)
 
 
-def verify(rule, q_stat, p_stat, q, p, x, alpha, uniforms, greedy):
-    """Verify draft tokens x ([n]) position by position.
+def _lenience(rule, alpha):
+    return alpha if rule.lenience else 0.0
 
-    Returns (n_kept, correction, accept_prob): the number of leading positions whose draft token is
-    kept, the residual token for position n_kept (None if all were kept), and per-position acceptance
-    probabilities. Only the first rejection's residual is sampled, as the block ends there."""
-    accept, residual = acceptance_and_residual(rule, q_stat, p_stat, q, p, x, alpha, greedy)
+
+def acceptance_and_residual(name, d, alpha):
+    """Over the whole vocabulary of every position of d: the probability of keeping each token were the draft
+    to propose it, the residual a rejection samples from (both ``[..., V]``), and the rule's pi."""
+    rule = RULES[name]
+    pi = rule.target(d, alpha)
+    return acceptance_probability(d.q, pi, _lenience(rule, alpha)), residual(pi, d.q), pi
+
+
+def output_distribution(name, d, alpha):
+    """The exact distribution of the verified token, enumerated over the draft's proposals: v is proposed with
+    probability q(v) and kept with accept(v); a rejection samples norm(residual). For every rule verified by
+    min(1, pi / q) this is pi itself (the guarantee the tests check); for lossy it is lossy decoding's output."""
+    accept, excess, _ = acceptance_and_residual(name, d, alpha)
+    kept = d.q * accept
+    return kept + (1 - kept.sum(-1, keepdim=True)) * excess / excess.sum(-1, keepdim=True)
+
+
+def target_distribution(name, q, p, alpha):
+    """The distribution the emitted token follows, for ``[..., V]`` probability tensors at temperature 1: the
+    rule's pi (for lossy, whose acceptance is not of the min(1, pi / q) form, its exact output distribution)."""
+    rule = get_rule(name)
+    rule.check_alpha(alpha)
+    d = Distributions(q, p)
+    return output_distribution(name, d, alpha) if rule.lenience else rule.target(d, alpha)
+
+
+@dataclass
+class Verdict:
+    """How a block's draft tokens fared: the first ``kept`` stand; ``correction`` (None if all were kept) is
+    the residual sample that replaces token ``kept``. Per position: the acceptance probability of the draft's
+    token, and whether the rule deferred there."""
+
+    kept: int
+    correction: int | None
+    accept_prob: torch.Tensor
+    deferred: torch.Tensor
+
+    @property
+    def emitted(self):
+        return self.kept + (self.correction is not None)
+
+    def sources(self):
+        kept = ["deferred" if deferred else "accepted" for deferred in self.deferred[: self.kept].tolist()]
+        return kept + ["replaced"] * (self.correction is not None)
+
+
+def verify(name, d, x, alpha, uniforms):
+    """Verify draft tokens x ([n]) position by position against the rule's pi: keep x_j with probability
+    min(1, pi_j(x_j) / q_j(x_j)) (lossy: its lenient form) until the first rejection, whose residual is
+    sampled; the block ends there."""
+    rule = RULES[name]
+    pi = rule.target(d, alpha)
+    accept = acceptance_probability(_at(d.q, x), _at(pi, x), _lenience(rule, alpha))
     kept = uniforms[:, ACCEPT].to(accept.device) < accept.double()
     rejected = (~kept).nonzero()
+    deferred = alpha < rule.a_star_at(d, x)
     if len(rejected) == 0:
-        return len(x), None, accept
+        return Verdict(len(x), None, accept, deferred)
     j = int(rejected[0])
-    correction = int(sample_inverse_cdf(residual[j : j + 1], uniforms[j : j + 1, RESIDUAL])[0])
-    return j, correction, accept
+    correction = int(sample_inverse_cdf(residual(pi[j : j + 1], d.q[j : j + 1]), uniforms[j : j + 1, RESIDUAL])[0])
+    return Verdict(j, correction, accept, deferred)

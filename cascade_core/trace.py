@@ -1,19 +1,116 @@
-"""Per-token traces: what was emitted, where it came from, and the numbers behind each decision."""
+"""Per-token traces: what was emitted, where it came from, and the numbers behind each decision.
+
+The engine hands every verified block to ``Trace.add_block``; the per-position records (a* of every rule,
+the top-10 of q and p, token texts) are built here, and callers that need only tokens ask for ``details=False``.
+"""
 import json
 import math
 from dataclasses import dataclass, field
 
-from .rules import outcome_unchanged
+import torch
+
+from .rules import RULES, critical_alphas, outcome_unchanged, total_variation
+from .strict_json import dumps, number
 
 SOURCES = ("accepted", "deferred", "replaced")
+TOP_K = 10
+DETAIL_FIELDS = ("proposal_text", "max_q", "tv", "q_x", "p_x", "top_q", "top_p")
+
+
+class Detokenizer:
+    """Emitted ids to text pieces that concatenate to the decoded text (a multi-byte character split over
+    tokens lands on the token that completes it). Without a tokenizer (transformers' entry) texts are empty."""
+
+    WINDOW = 8
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def pieces(self, tokens, start):
+        if self.tokenizer is None:
+            return [""] * (len(tokens) - start)
+        out = []
+        for i in range(start, len(tokens)):
+            window = tokens[max(0, i - self.WINDOW): i]
+            before = self.tokenizer.decode(window)
+            after = self.tokenizer.decode(window + [tokens[i]])
+            out.append("" if after.endswith("\ufffd") else after[len(before.rstrip("\ufffd")):])
+        return out
+
+    def singles(self, ids):
+        if self.tokenizer is None:
+            return [""] * len(ids)
+        return self.tokenizer.batch_decode([[i] for i in ids])
+
+
+@dataclass
+class Block:
+    """One verified block as the engine hands it over: for each emitted position, the draft's proposal, the
+    token and its source, both models' distributions there (``d``; a baseline has only its model's) and the
+    acceptance probability of the proposal (None for baselines)."""
+
+    index: int  # the number of the target (baseline: model) call that verified it
+    proposals: list
+    tokens: list
+    sources: list
+    d: object
+    accept_prob: torch.Tensor | None = None
+
+
+def _top(d, detokenizer):
+    probs, ids = d.topk(min(TOP_K, d.shape[-1]), dim=-1)
+    ids, probs = ids.tolist(), probs.tolist()
+    texts = iter(detokenizer.singles([i for row in ids for i in row]))
+    return [[[i, next(texts), pr] for i, pr in zip(row_i, row_p)] for row_i, row_p in zip(ids, probs)]
+
+
+def _column(values, m):
+    return values.tolist() if values is not None else [None] * m
+
+
+def _gather(t, ids):
+    return None if t is None else t.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+def block_records(block, rule, detokenizer, details=True):
+    """One dict per emitted position (see Trace). Untempered statistics: max q, max p, q(x), p(x), p_token;
+    TV from the sampling distributions, as the rules use it."""
+    d, m = block.d, len(block.tokens)
+    ref = d.q if d.q is not None else d.p
+    x = torch.tensor(block.proposals, device=ref.device)
+    tokens = torch.tensor(block.tokens, device=ref.device)
+    both = d.q is not None and d.p is not None
+    if not both:  # a baseline: one model, whose own rule always (target) or never (draft) defers
+        a_star = [{rule: math.inf if d.p is not None else -math.inf}] * m
+    elif details:
+        stars = {name: a.tolist() for name, a in critical_alphas(d, x).items()}
+        a_star = [{name: values[i] for name, values in stars.items()} for i in range(m)]
+    else:
+        a_star = [{rule: a} for a in RULES[rule].a_star_at(d, x).tolist()]
+    columns = dict(a_star=a_star, accept_prob=_column(block.accept_prob, m),
+                   max_p=_column(None if d.p is None else d.p_untempered.max(-1).values, m),
+                   p_token=_column(_gather(d.p_untempered, tokens), m))
+    if details:
+        columns.update(
+            proposal_text=detokenizer.singles(block.proposals),
+            max_q=_column(None if d.q is None else d.q_untempered.max(-1).values, m),
+            tv=_column(total_variation(d.q, d.p) if both else None, m),
+            q_x=_column(_gather(d.q_untempered, x), m), p_x=_column(_gather(d.p_untempered, x), m),
+            top_q=_top(d.q_untempered, detokenizer) if d.q is not None else [None] * m,
+            top_p=_top(d.p_untempered, detokenizer) if d.p is not None else [None] * m)
+    else:
+        columns.update({key: [None] * m for key in DETAIL_FIELDS})
+    return [dict(token=block.tokens[i], source=block.sources[i], proposal=block.proposals[i], block=block.index,
+                 **{key: values[i] for key, values in columns.items()}) for i in range(m)]
 
 
 @dataclass
 class Trace:
-    """One generation. ``positions[i]`` describes output token i:
-    token, text, source, proposal (the draft's token), proposal_text, block, max_q, max_p, tv, q_x, p_x,
-    accept_prob, a_star ({rule: a*} for the proposal), top_q / top_p ([[id, text, prob], ...] top-10).
-    Fields a baseline cannot know (q for target-only, p for draft-only) are None."""
+    """One generation. ``positions[i]`` describes output token i: token, text, source, proposal (the draft's
+    token), block, accept_prob, a_star ({rule: a*} for the proposal), max_p and p_token (the target's
+    temperature-1 probability of its best and of the emitted token) and, with details: proposal_text, max_q,
+    tv, q_x, p_x, top_q / top_p ([[id, text, prob], ...] top-10). Without details a_star holds the run's own
+    rule only and the detail fields are None, as are fields a baseline cannot know (q for target-only)."""
 
     prompt_ids: list
     settings: dict
@@ -23,6 +120,7 @@ class Trace:
     finished: bool = False
     stop_reason: str | None = None
     resumed_from: int = 0  # positions before this were reused from an earlier trace, not generated here
+    detokenizer: Detokenizer = field(default=Detokenizer(None), repr=False, compare=False)
 
     @property
     def tokens(self):
@@ -35,6 +133,20 @@ class Trace:
     @property
     def text(self):
         return "".join(pos["text"] for pos in self.positions)
+
+    def add_block(self, block, eos=(), max_new_tokens=None):
+        """Append a verified block's positions (up to an end-of-text token) and their text pieces."""
+        start = len(self.positions)
+        details = self.settings.get("details", True)
+        for record in block_records(block, self.settings["rule"], self.detokenizer, details):
+            self.positions.append(record)
+            if record["token"] in eos:
+                self.finished, self.stop_reason = True, "eos"
+                break
+        for record, text in zip(self.positions[start:], self.detokenizer.pieces(self.tokens, start)):
+            record["text"] = text
+        if not self.finished and max_new_tokens is not None and len(self.positions) >= max_new_tokens:
+            self.finished, self.stop_reason = True, "max_new_tokens"
 
     @property
     def stats(self):
@@ -76,11 +188,11 @@ class Trace:
             a_new = pos["a_star"] and pos["a_star"].get(rule)
             if not outcome_unchanged(old_rule, old_alpha, a_old, rule, alpha, a_new):
                 return sources + self.sources[i:], i
-            sources.append(_source(pos, rule, alpha))
+            sources.append(source_under(pos, rule, alpha))
         return sources, None
 
-    def to_json(self):
-        data = {
+    def to_dict(self):
+        return {
             "prompt": self.prompt,
             "prompt_ids": self.prompt_ids,
             "settings": self.settings,
@@ -94,43 +206,30 @@ class Trace:
             "stop_reason": self.stop_reason,
             "resumed_from": self.resumed_from,
         }
-        return json.dumps(_encode_infinities(data))
+
+    def to_json(self):
+        """Strict JSON: a* of +-inf travel as the strings 'inf' / '-inf' (see strict_json)."""
+        return dumps(self.to_dict())
 
     @classmethod
     def from_json(cls, text):
-        data = _decode_infinities(json.loads(text))
+        data = json.loads(text)
+        settings = data["settings"]
+        settings["alpha"] = number(settings["alpha"])
+        if "alpha_range" in settings:
+            settings["alpha_range"] = [number(v) for v in settings["alpha_range"]]
+        for pos in data["positions"]:
+            if pos["a_star"]:
+                pos["a_star"] = {rule: number(v) for rule, v in pos["a_star"].items()}
         return cls(prompt_ids=data["prompt_ids"], settings=data["settings"], prompt=data["prompt"],
                    positions=data["positions"], counters=data["counters"], finished=data["finished"],
                    stop_reason=data["stop_reason"], resumed_from=data.get("resumed_from", 0))
 
 
-def _source(pos, rule, alpha):
+def source_under(pos, rule, alpha):
     """A kept proposal is 'deferred' if the rule deferred there, else 'accepted'; others were replaced.
     A position with no a* for this rule (a baseline's) keeps the label it has."""
     a_star = (pos["a_star"] or {}).get(rule)
     if a_star is None or (pos["source"] == "replaced" and pos["token"] != pos["proposal"]):
         return pos["source"]
     return "deferred" if alpha < a_star else "accepted"
-
-
-def _encode_infinities(obj):
-    """JSON has no infinities (a* is +-inf for some rules); encode them as the strings 'inf'/'-inf'."""
-    if isinstance(obj, float) and math.isinf(obj):
-        return "inf" if obj > 0 else "-inf"
-    if isinstance(obj, dict):
-        return {k: _encode_infinities(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_encode_infinities(v) for v in obj]
-    return obj
-
-
-def _decode_infinities(data):
-    """Undo _encode_infinities where numbers live (a*, alpha); token texts stay strings."""
-    def number(v):
-        return float(v) if v in ("inf", "-inf") else v
-
-    data["settings"]["alpha"] = number(data["settings"]["alpha"])
-    for pos in data["positions"]:
-        if pos["a_star"]:
-            pos["a_star"] = {rule: number(v) for rule, v in pos["a_star"].items()}
-    return data

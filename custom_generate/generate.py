@@ -43,7 +43,8 @@ def generate(model, inputs=None, generation_config=None, assistant_model=None, a
     for b in range(input_ids.shape[0]):
         ids = input_ids[b] if attention_mask is None else input_ids[b][attention_mask[b].bool()]
         trace = cascade_generate(pair, prompt_ids=ids.tolist(), rule=deferral, alpha=alpha, gamma=gamma,
-                                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+                                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                                 details=False)
         rows.append(ids.tolist() + trace.tokens)
     pad = _setting("pad_token_id", kwargs, generation_config, model, None)
     pad = pad if pad is not None else min(pair.eos_token_ids, default=0)

@@ -6,7 +6,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 
-from bench.browser import free_port
+from browser import free_port
 from cascade_core.models import tiny_pair
 
 

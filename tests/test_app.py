@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app.callbacks import Handlers, Run
+from app.callbacks import Handlers, Run, View
 from app.controls import Settings, alpha_slider_range
 from app.pairs import PairCache, check_public, parse_pair
 from cascade_core import Trace, generate, load_pair
@@ -83,9 +83,10 @@ def rerun_to_end(handlers, run, **overrides):
 
 def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny):
     views = list(handlers.run(*SETTINGS.values()))
-    runs = [v[0] for v in views if isinstance(v[0], Run)]
+    runs = [v.run for v in views if isinstance(v.run, Run)]
     assert len(runs) > 3  # one view per block
-    run, answer, stats, speedup, step_plot, alpha_plot, status = views[-1]
+    run, answer, stats, speedup, step_plot, alpha_plot, status = last = views[-1]
+    assert isinstance(last, View)
     expected = fresh(tiny)
     assert run.trace.tokens == expected.tokens
     assert answer.count('class="tok ') == len(expected.tokens)
@@ -95,7 +96,7 @@ def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny):
 
 
 def test_recolour_greys_from_the_first_flip(handlers):
-    run = run_to_end(handlers)[0]
+    run = run_to_end(handlers).run
     sources, first = run.trace.recolour("v3", 0.95)
     assert first is not None
     answer, step_plot, alpha_plot, status = Handlers.recolour(run, "v3", 0.95)
@@ -107,10 +108,10 @@ def test_recolour_greys_from_the_first_flip(handlers):
 
 
 def test_rerun_from_the_flip_equals_a_fresh_run(handlers, tiny):
-    run = run_to_end(handlers)[0]
+    run = run_to_end(handlers).run
     _, first = run.trace.recolour("v3", 0.9)
     rerun = rerun_to_end(handlers, run, alpha=0.9)
-    new_run, _, stats, *_ = rerun
+    new_run, stats = rerun.run, rerun.stats
     expected = fresh(tiny, alpha=0.9)
     assert new_run.trace.resumed_from == first
     assert new_run.trace.tokens == expected.tokens and new_run.trace.sources == expected.sources
@@ -118,34 +119,35 @@ def test_rerun_from_the_flip_equals_a_fresh_run(handlers, tiny):
 
 
 def test_rule_change_reruns_only_the_changed_part(handlers, tiny):
-    run = run_to_end(handlers)[0]
-    new_run = rerun_to_end(handlers, run, rule="chow", alpha=0.3)[0]
+    run = run_to_end(handlers).run
+    new_run = rerun_to_end(handlers, run, rule="chow", alpha=0.3).run
     assert new_run.trace.tokens == fresh(tiny, rule="chow", alpha=0.3).tokens
 
 
 def test_gamma_alone_keeps_the_text_and_changes_the_cost(handlers):
-    run = run_to_end(handlers)[0]
-    new_run, _, stats, *_ = rerun_to_end(handlers, run, gamma=1)
+    run = run_to_end(handlers).run
+    rerun = rerun_to_end(handlers, run, gamma=1)
+    new_run, stats = rerun.run, rerun.stats
     assert new_run.trace.text == run.trace.text
     assert new_run.trace.resumed_from == 0 and new_run.trace.settings["gamma"] == 1
     assert new_run.trace.stats["target_calls"] != run.trace.stats["target_calls"]
 
 
 def test_other_changes_rerun_from_scratch(handlers, tiny):
-    run = run_to_end(handlers)[0]
-    new_run = rerun_to_end(handlers, run, seed=4)[0]
+    run = run_to_end(handlers).run
+    new_run = rerun_to_end(handlers, run, seed=4).run
     assert new_run.trace.resumed_from == 0
     assert new_run.trace.tokens == fresh(tiny, seed=4).tokens
 
 
 def test_rerun_with_nothing_changed_says_so(handlers):
-    run = run_to_end(handlers)[0]
-    assert "Nothing changed" in rerun_to_end(handlers, run)[-1]
-    assert "press Run" in rerun_to_end(handlers, None)[-1]
+    run = run_to_end(handlers).run
+    assert "Nothing changed" in rerun_to_end(handlers, run).status
+    assert "press Run" in rerun_to_end(handlers, None).status
 
 
 def test_inspect_explains_with_numbers(handlers):
-    run = run_to_end(handlers)[0]
+    run = run_to_end(handlers).run
     text, fig = Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
     assert text.startswith("**Token #2**") and "p(x) = " in text and "(1 - alpha) * max p" in text
     assert fig["visible"] and len(fig["value"].data) == 2
@@ -154,10 +156,10 @@ def test_inspect_explains_with_numbers(handlers):
 
 def test_stop_keeps_the_partial_trace(handlers):
     views = handlers.run(*SETTINGS.values())
-    run = next(v for v in views if isinstance(v[0], Run))[0]
+    run = next(v for v in views if isinstance(v.run, Run)).run
     views.close()
     view = handlers.stopped(run, "v3", 0.3, 0.25)
-    assert view[0] is run and "Stopped after" in view[-1]
+    assert view.run is run and "Stopped after" in view.status
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -169,7 +171,7 @@ def test_stop_keeps_the_partial_trace(handlers):
 def test_bad_input_in_the_page_is_a_warning_that_leaves_the_view(handlers, overrides, message):
     with pytest.warns(UserWarning, match=message):
         view = run_to_end(handlers, **overrides)
-    assert view[:6] == (gr.skip(),) * 6 and message in view[-1]
+    assert view[:6] == (gr.skip(),) * 6 and message in view.status
 
 
 def test_failed_model_load_is_shown_and_retried_later():
@@ -179,9 +181,9 @@ def test_failed_model_load_is_shown_and_retried_later():
 
     handlers = Handlers(PairCache(loader=loader), "tiny")
     views = handlers.run(*{**SETTINGS, "pair": "a -> b"}.values())
-    assert "Loading model pair a -> b" in next(views)[-1]
+    assert "Loading model pair a -> b" in next(views).status
     with pytest.warns(UserWarning, match="use different tokenizers"):
-        assert "use different tokenizers" in list(views)[-1][-1]
+        assert "use different tokenizers" in list(views)[-1].status
     assert not handlers.pairs.loaded("a -> b")
 
 
@@ -232,10 +234,10 @@ def test_handlers_survive_zerogpu_pickling(handlers, tiny):
     assert len(payload) < 10_000  # the models stay behind: the worker has its own forked copy
     assert pickle.loads(payload)[0] is handlers
     views = [pickle.loads(pickle.dumps(view)) for view in handlers.run(*SETTINGS.values())]
-    run = views[-1][0]
+    run = views[-1].run
     assert run.trace.tokens == fresh(tiny).tokens
     views = [pickle.loads(pickle.dumps(view)) for view in handlers.rerun(*pickle.loads(pickle.dumps(
         (run, *{**SETTINGS, "alpha": 0.95}.values()))))]
-    assert views[-1][0].trace.tokens == fresh(tiny, alpha=0.95).tokens
+    assert views[-1].run.trace.tokens == fresh(tiny, alpha=0.95).tokens
     settings = Settings.from_inputs("Hello there", "tiny", True, "v3", 0.5, 4, 1.0, 48, 0)
     assert len(pickle.dumps((handlers, settings))) < 10_000  # the /run API's GPU call

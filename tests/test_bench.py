@@ -1,13 +1,14 @@
 """The benchmark runs end to end (tiny pair, few tokens) and writes its markdown section."""
 import subprocess
 import sys
+from pathlib import Path
 
-from cascade_core.bench import write_section
+from bench.markdown import write_section
 
 
 def test_bench_smoke(tmp_path):
     out = tmp_path / "bench.md"
-    r = subprocess.run([sys.executable, "-m", "cascade_core", "bench", "--pair", "tiny", "--runs", "2",
+    r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "bench" / "engine_bench.py"), "--pair", "tiny", "--runs", "2",
                         "--max-new-tokens", "6", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     text = out.read_text()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.browser import CHROMIUM, CHROMIUM_ARGS, set_alpha
+from browser import CHROMIUM, CHROMIUM_ARGS, set_alpha
 from cascade_core import generate, load_pair
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"

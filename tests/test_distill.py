@@ -4,8 +4,9 @@ from argparse import Namespace
 
 import torch
 
-from cascade_core import distill_data as data
-from cascade_core.distill import agreement, build_student, collate, held_out_set, load_draft, round_prompts, train
+from cascade_core.draft import build_draft, load_draft
+from distill import data
+from distill.train import agreement, collate, held_out_set, round_prompts, train
 from cascade_core.engine import encode_prompt
 from cascade_core.models import tiny_pair
 
@@ -46,7 +47,7 @@ def test_distill_tiny(tmp_path):
     held_out = held_out_set(pair, tmp_path, args, say)
     assert len(held_out) == len(data.EVAL_PROMPTS)
 
-    before = agreement(pair, build_student(pair.target, [1]), held_out)
+    before = agreement(pair, build_draft(pair.target, [1]), held_out)
     state = train(pair, tmp_path, args, say)
     assert state["step"] == 30 and state["round"] >= 2
     rows = (tmp_path / "curve.csv").read_text().splitlines()

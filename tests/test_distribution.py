@@ -4,6 +4,7 @@ import torch
 
 from cascade_core import RULES, generate, target_distribution
 from cascade_core.models import tiny_pair
+from cascade_core.rules import Distributions
 from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.3, "v1": 0.2, "v2": 0.2, "v3": 0.5, "lossless": 0.0, "lossy": 0.4,
@@ -29,8 +30,8 @@ def emit_one(rule, q, p, alpha, uniforms):
     if rule in ("target", "draft"):
         return int(sample_inverse_cdf((p if rule == "target" else q)[None], uniforms[:1, DRAFT])[0])
     x = sample_inverse_cdf(q[None], uniforms[:1, DRAFT])
-    n_kept, correction, _ = verify(rule, q[None], p[None], q[None], p[None], x, alpha, uniforms[:1], greedy=False)
-    return int(x[0]) if n_kept else correction
+    verdict = verify(rule, Distributions(q[None], p[None]), x, alpha, uniforms[:1])
+    return int(x[0]) if verdict.kept else verdict.correction
 
 
 def q_and_p():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cascade_core import RULES, critical_alpha, target_distribution
-from cascade_core.rules import ALPHA_RANGE, check_alpha, outcome_unchanged
+from cascade_core.rules import get_rule, outcome_unchanged
 
 # V = 4. max q = 0.5, max p = 0.6, TV(p, q) = 0.2 + 0.0 + 0.1 + 0.0 ... computed below.
 q = torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64)
@@ -88,7 +88,7 @@ def literal_defers(rule, q, p, x, alpha):
 @pytest.mark.parametrize("rule", ["chow", "diff", "opt", "v1", "v2", "v3", "bild"])
 def test_critical_alpha_matches_rule(rule):
     gen = torch.Generator().manual_seed(1)
-    lo, hi = ALPHA_RANGE[rule]
+    lo, hi = RULES[rule].alpha_range
     lo, hi = (-3.0, 3.0) if math.isinf(lo) else (lo, hi)
     checked = 0
     for _ in range(500):
@@ -111,7 +111,7 @@ def test_token_rules_use_whole_vocabulary():
 @pytest.mark.parametrize("rule, alpha", [("chow", 1.5), ("v3", -0.1), ("diff", 2.0), ("lossy", 1.0), ("bild", -1.0)])
 def test_alpha_out_of_range(rule, alpha):
     with pytest.raises(ValueError, match="outside"):
-        check_alpha(rule, alpha)
+        get_rule(rule).check_alpha(alpha)
 
 
 def test_unknown_rule_lists_rules():

@@ -1,22 +1,29 @@
 """Benchmarks, side by side in one process: transformers' generate and assisted generation against
 this engine on the same models and prompts, alternating runs, medians.
 
-    python -m cascade_core bench [--pair bundled] [--runs 5] [--max-new-tokens 64] [--gamma 4]
+    python bench/engine_bench.py [--pair bundled] [--runs 5] [--max-new-tokens 64] [--gamma 4]   (make bench)
 
 Every method generates exactly max_new_tokens tokens (EOS ignored) so tokens/s compare like for like.
 """
+import argparse
 import os
 import platform
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
 
-import torch
-from transformers import DynamicCache
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from .costs import expected_speedup, priced_speedup
-from .engine import encode_prompt, forward, generate
+import torch  # noqa: E402
+from transformers import DynamicCache  # noqa: E402
+
+from bench.markdown import write_section  # noqa: E402
+from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.cli import add_pair_arguments  # noqa: E402
+from cascade_core.costs import expected_speedup, priced_speedup  # noqa: E402
+from cascade_core.engine import encode_prompt, forward  # noqa: E402
 
 PROMPTS = ["Who is Buzz Aldrin?", "Explain why the sky is blue.", "Write a short poem about autumn leaves."]
 
@@ -195,7 +202,7 @@ def markdown(pair, summary, runs, n, gamma):
     lines = [
         section_key(pair) + (f", {pair.description}" if pair.description else ""),
         "",
-        f"`python -m cascade_core bench --pair {pair.name} --runs {runs} --max-new-tokens {n} --gamma {gamma}`, "
+        f"`python bench/engine_bench.py --pair {pair.name} --runs {runs} --max-new-tokens {n} --gamma {gamma}`, "
         f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, device {pair.target.device}, dtype {pair.target.dtype}. "
         f"Median of {runs} alternating runs, {n} new tokens each (EOS ignored), prompts rotating over {len(PROMPTS)}.",
@@ -240,22 +247,7 @@ def section_key(pair):
     return f"## Engine benchmark on {pair.target.device.type}: {pair.name} pair"
 
 
-def write_section(path, text, key):
-    """Replace the section whose title starts with key where it stands (or add it at the end), keeping the others."""
-    path = Path(path)
-    old = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    head, *sections = old.split("\n## ")
-    mine = [i for i, sec in enumerate(sections) if ("## " + sec).startswith(key)]
-    place = mine[0] if mine else len(sections)
-    kept = [sec for i, sec in enumerate(sections) if i not in mine]
-    kept.insert(place, text[3:])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n## ".join([head.rstrip("\n") + "\n"] + kept))
-
-
 def bench(args):
-    from .models import load_pair
-
     kwargs = dict(target=args.target, draft=args.draft) if args.target else dict(name=args.pair)
     pair = load_pair(**kwargs)
     stock = load_pair(**kwargs, fast_matmul=False) if pair.name != "tiny" else pair
@@ -269,11 +261,15 @@ def bench(args):
     return summary
 
 
-def add_bench_parser(sub, add_pair_arguments):
-    p = sub.add_parser("bench", help="benchmark against transformers' generate and assisted generation")
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_pair_arguments(p)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
-    p.set_defaults(func=bench)
+    return bench(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -2,13 +2,15 @@
 
 Instructions are composed from templates, topics and styles (40 x 323 x 7, ~90,000 distinct); the held-out
 evaluation uses its own prompts, never composed here. Only token ids are stored: the target's distributions
-are recomputed while training (see distill.py), so the data is cheap and every round can be fresh.
+are recomputed while training (see train.py), so the data is cheap and every round can be fresh.
 """
 import contextlib
 import itertools
 import random
 
 import torch
+
+from cascade_core.engine import encode_prompt
 
 TEMPLATES = [
     "Explain {t} to a beginner.", "Write a short poem about {t}.", "List three facts about {t}.",
@@ -95,8 +97,6 @@ def instructions(seed=0):
 def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress, autocast=None):
     """The target's own answers at T = 1: each example is prompt + answer ids (up to and including EOS) and
     ``first``, the position whose successor is the answer's first token (the positions to learn start there)."""
-    from .engine import encode_prompt
-
     tok = pair.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(pair.eos_token_ids)
     examples = []

@@ -1,0 +1,79 @@
+"""The shipped draft's report for docs/benchmarks.md: learning curve, held-out agreement, the engine's measured
+acceptance, cost ratio c, measured vs cost-model speed-ups, and the draft's own greedy answers."""
+import csv
+import time
+from pathlib import Path
+
+from bench.engine_bench import forward_ms
+from bench.markdown import write_section
+from cascade_core import generate, load_pair
+from cascade_core.costs import expected_speedup
+from cascade_core.draft import DRAFT_FILE, draft_meta
+
+from . import data
+
+
+def continued_text(earlier):
+    """How the draft a run started from was made (chains of --init-from runs, newest first)."""
+    if not earlier:
+        return ""
+    return (f" It continued a draft trained on {earlier.get('device', 'cpu')} with `{earlier.get('options', '')}` "
+            f"({earlier['tokens']} positions, {earlier['step']} steps, held-out 1 - TV "
+            f"{earlier['held_out']['acceptance']:.3f}).") + continued_text(earlier.get("continued_from"))
+
+
+def report(work, out, gamma_max=4, n_tokens=48, say=print):
+    """Markdown for docs/benchmarks.md: learning curve, held-out agreement, the engine's measured acceptance,
+    the draft's own greedy answers, its cost ratio c and measured vs cost-model speed-ups."""
+    pair = load_pair("bundled")
+    meta = draft_meta(out)
+    curve = list(csv.DictReader(open(Path(work) / "curve.csv")))
+    stride = max(1, len(curve) // 12)
+    runs = {p: generate(pair, p, rule="lossless", alpha=0.0, gamma=gamma_max, temperature=1.0, seed=1,
+                        max_new_tokens=n_tokens) for p in data.EVAL_PROMPTS}
+    acceptance = sum(t.stats["acceptance_rate"] for t in runs.values()) / len(runs)
+    c = forward_ms(pair.draft, pair.vocab_size) / forward_ms(pair.target, pair.vocab_size)
+    speed = {}
+    for gamma in [None] + list(range(1, gamma_max + 1)):
+        rule = "target" if gamma is None else "lossless"
+        traces = [generate(pair, p, rule=rule, alpha=0.0, gamma=gamma or 1, temperature=1.0, seed=2,
+                           max_new_tokens=n_tokens, stop_at_eos=False) for p in data.EVAL_PROMPTS[:3]]
+        speed[gamma] = (sum(len(t.tokens) for t in traces) / sum(t.stats["wall_seconds"] for t in traces),
+                        sum(t.stats["acceptance_rate"] or 0 for t in traces) / len(traces))
+        say(f"speed at gamma {gamma}: {speed[gamma][0]:.1f} tokens/s")
+    answers = {p: generate(pair, p, rule="draft", temperature=0, max_new_tokens=40).text
+               for p in data.EVAL_PROMPTS}
+    ho = meta["held_out"]
+    lines = [
+        f"## Bundled draft: {pair.description}", "",
+        f"`python -m distill --out {out} {meta.get('options', '')}` on {meta.get('device', 'cpu')} "
+        f"(report: `--report-only`), {time.strftime('%Y-%m-%d')}. "
+        f"Student initialised from target layers {meta['init_layers']}; embeddings, final norm and tied head shared "
+        f"with the target and frozen; shipped file: its own layers in float16 "
+        f"({(Path(out) / DRAFT_FILE).stat().st_size / 2**20:.1f} MiB). Best checkpoint: step {meta['step']}, "
+        f"{meta['tokens']} training positions." + continued_text(meta.get("continued_from")), "",
+        "Held-out prompts (never used in training): " + "; ".join(data.EVAL_PROMPTS) + ".", "",
+        f"- Held-out agreement on the target's own sampled answers: 1 - TV = **{ho['acceptance']:.3f}** "
+        f"(expected lossless acceptance), top-1 agreement {ho['top1']:.3f}, KL(p || q) {ho['kl']:.3f}.",
+        f"- Measured lossless acceptance with the engine (T = 1, gamma = {gamma_max}, {n_tokens} tokens per prompt): "
+        f"**{acceptance:.3f}**.",
+        f"- Cost ratio c = draft / target cached forward = **{c:.2f}**.", "",
+        "| gamma | tokens/s | measured speed-up vs target-only | cost-model estimate (g + 1 draft calls) | acceptance |",
+        "|---|---|---|---|---|",
+        f"| target only | {speed[None][0]:.1f} | 1.00x | - | - |",
+    ]
+    for gamma in range(1, gamma_max + 1):
+        tok_s, acc = speed[gamma]
+        lines.append(f"| {gamma} | {tok_s:.1f} | {tok_s / speed[None][0]:.2f}x | "
+                     f"{expected_speedup(acc, gamma, c, gamma + 1):.2f}x | {acc:.3f} |")
+    lines += ["", "Learning curve (held-out every few rounds):", "",
+              "| round | step | training positions | minutes | train loss | held-out KL | top-1 | 1 - TV |",
+              "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['step']} | {r['tokens']} | {r['minutes']} | {r['train_loss']} | {r['eval_kl']} | "
+              f"{r['eval_top1']} | {r['eval_acceptance']} |"
+              for r in curve[::stride] + ([curve[-1]] if (len(curve) - 1) % stride else [])]
+    lines += ["", "The draft's own greedy answers to every held-out prompt (draft only, temperature 0, 40 tokens):", ""]
+    lines += [f"- *{p}* {a!r}" for p, a in answers.items()]
+    text = "\n".join(lines) + "\n"
+    write_section("docs/benchmarks.md", text, "## Bundled draft:")
+    return text
