@@ -7,11 +7,11 @@ from pathlib import Path
 import gradio as gr
 
 from cascade_core import MAX_GAMMA, MAX_NEW_TOKENS, RULES
-from cascade_core.rules import markdown_table
 
 from .callbacks import Handlers, Recoloured, View
 from .controls import alpha_slider_range, rule_info
 from .pairs import BUNDLED, CHOICES, SEED_PAIR, PairCache
+from .viz.format import rules_table
 from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import legend_html, tokens_html
 
@@ -45,7 +45,7 @@ def example_prompts():
 
 def how_to_read():
     """The "How to read this" panel, its rules table read from the rules' records."""
-    return (ASSETS / "how_to_read.md").read_text().replace("{rules_table}", markdown_table())
+    return (ASSETS / "how_to_read.md").read_text().replace("{rules_table}", rules_table())
 
 
 def build_app(pair_spec=None, public=None, pairs=None):

@@ -158,20 +158,24 @@ class Rule:
 
     name: str
     kind: str  # "position", "token", "speculative" or "baseline"
-    summary: str
+    gist: str  # what it does, in words
+    defers_when: str  # the test, as the paper writes it
+    a_star_formula: str
+    alpha_range: tuple
+    alpha_meaning: str
     source: str  # the paper's equation, or the method it comes from
     a_star: Callable  # Distributions -> a*, per position or (per_token) per vocabulary token
     pi: Callable  # (Distributions, defer) -> the distribution the draft token is verified against
-    alpha_range: tuple = (-math.inf, math.inf)
-    upper_open: bool = False  # alpha must stay below the range's top
-    per_token: bool = False
-    lenience: bool = False  # alpha is the acceptance's lenience (lossy)
-    alpha_used: bool = True
-    defers_when: str = ""
-    a_star_formula: str = ""
-    alpha_meaning: str = ""
     statistic: tuple | None = None  # (label, position -> value)
     threshold: tuple | None = None  # (formula, (position, alpha) -> value)
+    per_token: bool = False
+    upper_open: bool = False  # alpha must stay below the range's top
+    lenience: bool = False  # alpha is the acceptance's lenience (lossy)
+    alpha_used: bool = True
+
+    @property
+    def summary(self):
+        return f"{self.gist}: {self.defers_when}"
 
     def defers(self, d, alpha):
         return alpha < self.a_star(d)
@@ -186,75 +190,61 @@ class Rule:
         return a.gather(-1, x.unsqueeze(-1)).squeeze(-1) if self.per_token else a
 
     def check_alpha(self, alpha):
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or math.isnan(alpha):
-            raise ValueError(f"alpha must be a number, got {alpha!r}")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+            raise ValueError(f"alpha must be a finite number, got {alpha!r}")
         lo, hi = self.alpha_range
         if not (lo <= alpha and (alpha < hi if self.upper_open else alpha <= hi)):
             raise ValueError(f"alpha={alpha} is outside rule {self.name!r}'s range {self.range_text()}")
 
     def range_text(self):
-        lo, hi = (("-inf" if v == -math.inf else "inf" if v == math.inf else f"{v:g}") for v in self.alpha_range)
-        return f"[{lo}, {hi}{')' if self.upper_open else ']'}"
+        lo, hi = self.alpha_range
+        return "any real number" if (lo, hi) == ANY else f"[{lo:g}, {hi:g}{')' if self.upper_open else ']'}"
 
 
 def _read(key):
     return lambda pos: pos[key]
 
 
+ANY = (-math.inf, math.inf)
 RULES = {rule.name: rule for rule in (
-    Rule("chow", "position", "defer when the draft is unsure: max q < 1 - alpha", "Chow's rule, Eq. (2)",
-         chow_a_star, pi_per_position, (0.0, 1.0), defers_when="max q < 1 - alpha", a_star_formula="1 - max q",
-         alpha_meaning="how unsure the draft may be before the target is asked",
-         statistic=("max q", _read("max_q")), threshold=("1 - alpha", lambda pos, a: 1 - a)),
-    Rule("diff", "position", "defer when the target is surer than the draft: max q < max p - alpha", "Eq. (5)",
-         diff_a_star, pi_per_position, (-1.0, 1.0), defers_when="max q < max p - alpha",
-         a_star_formula="max p - max q", alpha_meaning="how much surer than the draft the target must be",
-         statistic=("max q", _read("max_q")), threshold=("max p - alpha", lambda pos, a: pos["max_p"] - a)),
-    Rule("opt", "position", "defer when the target's extra confidence outweighs the cost of disagreeing: "
-         "max q < max p - alpha * TV(p, q)", "the plug-in optimal rule, Eq. (10)", opt_a_star, pi_per_position,
-         defers_when="max q < max p - alpha * TV(p, q)", a_star_formula="(max p - max q) / TV",
-         alpha_meaning="the price of disagreeing, per unit of TV",
-         statistic=("max q", _read("max_q")),
-         threshold=("max p - alpha * TV", lambda pos, a: pos["max_p"] - a * pos["tv"])),
-    Rule("v1", "token", "token rule: defer tokens the draft rates low against the target's best: "
-         "q(v) < max p - alpha", "Eq. (13)", v1_a_star, pi_per_token, (-1.0, 1.0), per_token=True,
-         defers_when="token v with q(v) < max p - alpha", a_star_formula="max p - q(x)",
-         alpha_meaning="slack below the target's best for the draft's own score",
-         statistic=("q(x)", _read("q_x")), threshold=("max p - alpha", lambda pos, a: pos["max_p"] - a)),
-    Rule("v2", "token", "token rule: defer tokens the target rates low against its best: p(v) < max p - alpha",
-         "Eq. (14)", v2_a_star, pi_per_token, (-1.0, 1.0), per_token=True,
-         defers_when="token v with p(v) < max p - alpha", a_star_formula="max p - p(x)",
-         alpha_meaning="slack below the target's best for the target's score",
-         statistic=("p(x)", _read("p_x")), threshold=("max p - alpha", lambda pos, a: pos["max_p"] - a)),
-    Rule("v3", "token", "token rule: keep tokens within a factor (1 - alpha) of the target's best: "
-         "defer p(v) < (1 - alpha) max p", "Eq. (15)", v3_a_star, pi_per_token, (0.0, 1.0), per_token=True,
-         defers_when="token v with p(v) < (1 - alpha) max p", a_star_formula="1 - p(x) / max p",
-         alpha_meaning="tokens within a factor (1 - alpha) of the target's best are kept",
-         statistic=("p(x)", _read("p_x")),
-         threshold=("(1 - alpha) * max p", lambda pos, a: (1 - a) * pos["max_p"])),
-    Rule("lossless", "speculative", "speculative decoding: always verify against p; output distributed exactly "
-         "as the target", "speculative sampling (Leviathan et al., 2023; Chen et al., 2023)", always, pi_target,
-         alpha_used=False, defers_when="always (pi = p)", a_star_formula="inf",
-         alpha_meaning="speculative decoding: the target's exact distribution"),
-    Rule("lossy", "speculative", "lossy speculative decoding: keep with prob min(1, p(x) / ((1 - alpha) q(x))), "
-         "alpha = lenience", "Leviathan et al. (2023), A.5", lossy_a_star, pi_target, (0.0, 1.0),
-         upper_open=True, per_token=True, lenience=True,
-         defers_when="keep with prob min(1, p(x) / ((1 - alpha) q(x)))", a_star_formula="1 - p(x) / q(x)",
-         alpha_meaning="lenience", statistic=("p(x) / q(x)", lambda pos: 1 - pos["a_star"]["lossy"]),
-         threshold=("1 - alpha", lambda pos, a: 1 - a)),
-    Rule("bild", "position", "BiLD*: defer when the target finds the draft surprising: -sum q log p > alpha",
-         "BiLD* (Kim et al., 2023), the paper's baseline", bild_a_star, pi_per_position, (0.0, 10.0),
-         defers_when="-sum_v q(v) log p(v) > alpha", a_star_formula="that cross-entropy",
-         alpha_meaning="BiLD*: how surprised the target may be",
-         statistic=("D(q, p)", lambda pos: pos["a_star"]["bild"]), threshold=("alpha", lambda pos, a: a)),
-    Rule("target", "baseline", "target only: plain sampling from the large model (baseline)", "baseline", always,
-         pi_target, alpha_used=False, defers_when="plain sampling from one model", a_star_formula="-",
-         alpha_meaning="baselines"),
-    Rule("draft", "baseline", "draft only: plain sampling from the small model (baseline)", "baseline", never,
-         pi_draft, alpha_used=False, defers_when="plain sampling from one model", a_star_formula="-",
-         alpha_meaning="baselines"),
+    Rule("chow", "position", "defer when the draft is unsure", "max q < 1 - alpha", "1 - max q", (0.0, 1.0),
+         "how unsure the draft may be before the target is asked", "Chow's rule, Eq. (2)", chow_a_star,
+         pi_per_position, ("max q", _read("max_q")), ("1 - alpha", lambda pos, a: 1 - a)),
+    Rule("diff", "position", "defer when the target is surer than the draft", "max q < max p - alpha",
+         "max p - max q", (-1.0, 1.0), "how much surer than the draft the target must be", "Eq. (5)", diff_a_star,
+         pi_per_position, ("max q", _read("max_q")), ("max p - alpha", lambda pos, a: pos["max_p"] - a)),
+    Rule("opt", "position", "defer when the target's extra confidence outweighs the cost of disagreeing",
+         "max q < max p - alpha * TV(p, q)", "(max p - max q) / TV", ANY, "the price of disagreeing, per unit of TV",
+         "the plug-in optimal rule, Eq. (10)", opt_a_star, pi_per_position, ("max q", _read("max_q")),
+         ("max p - alpha * TV", lambda pos, a: pos["max_p"] - a * pos["tv"])),
+    Rule("v1", "token", "token rule: defer tokens the draft rates low against the target's best",
+         "q(v) < max p - alpha", "max p - q(x)", (-1.0, 1.0), "slack below the target's best for the draft's own "
+         "score", "Eq. (13)", v1_a_star, pi_per_token, ("q(x)", _read("q_x")),
+         ("max p - alpha", lambda pos, a: pos["max_p"] - a), per_token=True),
+    Rule("v2", "token", "token rule: defer tokens the target rates low against its best", "p(v) < max p - alpha",
+         "max p - p(x)", (-1.0, 1.0), "slack below the target's best for the target's score", "Eq. (14)",
+         v2_a_star, pi_per_token, ("p(x)", _read("p_x")), ("max p - alpha", lambda pos, a: pos["max_p"] - a),
+         per_token=True),
+    Rule("v3", "token", "token rule: keep tokens within a factor (1 - alpha) of the target's best",
+         "p(v) < (1 - alpha) max p", "1 - p(x) / max p", (0.0, 1.0), "tokens within a factor (1 - alpha) of the "
+         "target's best are kept", "Eq. (15)", v3_a_star, pi_per_token, ("p(x)", _read("p_x")),
+         ("(1 - alpha) * max p", lambda pos, a: (1 - a) * pos["max_p"]), per_token=True),
+    Rule("lossless", "speculative", "speculative decoding: output distributed exactly as the target's",
+         "always (pi = p)", "inf", ANY, "-", "speculative sampling (Leviathan et al., 2023; Chen et al., 2023)",
+         always, pi_target, alpha_used=False),
+    Rule("lossy", "speculative", "lossy speculative decoding, alpha = lenience",
+         "keep x with prob min(1, p(x) / ((1 - alpha) q(x)))", "1 - p(x) / q(x)", (0.0, 1.0), "lenience",
+         "Leviathan et al. (2023), A.5", lossy_a_star, pi_target, ("p(x) / q(x)", lambda pos: 1 - pos["a_star"]["lossy"]),
+         ("1 - alpha", lambda pos, a: 1 - a), per_token=True, upper_open=True, lenience=True),
+    Rule("bild", "position", "BiLD*: defer when the target finds the draft surprising", "-sum_v q(v) log p(v) > alpha",
+         "that cross-entropy", (0.0, 10.0), "how surprised the target may be", "BiLD* (Kim et al., 2023), the "
+         "paper's baseline", bild_a_star, pi_per_position, ("D(q, p)", lambda pos: pos["a_star"]["bild"]),
+         ("alpha", lambda pos, a: a)),
+    Rule("target", "baseline", "target only (baseline)", "plain sampling from p", "-", ANY, "-", "baseline", always,
+         pi_target, alpha_used=False),
+    Rule("draft", "baseline", "draft only (baseline)", "plain sampling from q", "-", ANY, "-", "baseline", never,
+         pi_draft, alpha_used=False),
 )}
-PAPER_RULES = ("chow", "diff", "opt", "v1", "v2", "v3")
 
 
 def get_rule(name):
@@ -294,12 +284,3 @@ def _verifies_against_p_where_deferred(*names):
     """Position rules verify against pi = p wherever they defer, and lossless everywhere."""
     return all(RULES[name].kind == "position" or name == "lossless" for name in names)
 
-
-def markdown_table():
-    """The rules as the README and the app's "How to read this" show them."""
-    lines = ["| rule | defers when | a* | alpha | what alpha means | from |", "|---|---|---|---|---|---|"]
-    for r in RULES.values():
-        alpha = r.range_text() if r.alpha_used else "-"
-        lines.append(f"| `{r.name}` | `{r.defers_when}` | `{r.a_star_formula}` | {alpha} | {r.alpha_meaning} | "
-                     f"{r.source} |")
-    return "\n".join(lines)

@@ -28,7 +28,8 @@ def test_mismatched_tokenizers_are_refused():
     (dict(temperature=-1.0), "temperature must be in"),
     (dict(rule="lossy", alpha=1.0), "outside rule 'lossy'"),
     (dict(rule="bild", alpha=11.0), "outside rule 'bild'"),
-    (dict(alpha=float("nan")), "alpha must be a number"),
+    (dict(alpha=float("nan")), "alpha must be a finite number"),
+    (dict(rule="opt", alpha=float("inf")), "alpha must be a finite number"),
 ])
 def test_settings_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):

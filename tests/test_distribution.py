@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from cascade_core import RULES, generate, target_distribution
+from cascade_core import RULES, generate, output_distribution, target_distribution
 from cascade_core.models import tiny_pair
 from cascade_core.rules import Distributions
 from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
@@ -82,3 +82,16 @@ def test_engine_first_token_follows_pi(rule):
         trace = generate(pair, prompt_ids=prompt, rule=rule, alpha=alpha, gamma=2, seed=seed, max_new_tokens=1)
         counts[trace.tokens[0]] += 1
     assert chi_square_p_value(counts, pi, n) > 1e-3
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_output_distribution_is_pi_by_enumeration(rule):
+    """Enumerating every draft proposal v (probability q(v), kept with accept(v), else the normalised residual)
+    gives pi for every rule: the verified token follows the rule's target distribution exactly."""
+    q, p = q_and_p()
+    d = Distributions(q, p)
+    output = output_distribution(rule, d, ALPHA[rule])
+    assert torch.allclose(output, target_distribution(rule, q, p, ALPHA[rule]), atol=1e-12)
+    assert torch.allclose(output.sum(), torch.tensor(1.0, dtype=torch.float64))
+    if rule != "lossy":
+        assert torch.allclose(output, RULES[rule].target(d, ALPHA[rule]), atol=1e-12)

@@ -1,5 +1,7 @@
-"""Number and text formatting shared by the token cards, the stats panel and the figures."""
+"""Number and text formatting shared by the token cards, the stats panel, the figures and the docs."""
 import math
+
+from cascade_core import RULES
 
 
 def number(value, digits=3):
@@ -21,3 +23,13 @@ def token_repr(text):
 def clip(value, lo, hi):
     """value clamped into [lo, hi] (used to draw infinite a* at the edge of a finite axis)."""
     return min(max(value, lo), hi)
+
+
+def rules_table():
+    """The rules as the README and the app's "How to read this" show them, read from their records."""
+    lines = ["| rule | defers when | a* | alpha | what alpha means | from |", "|---|---|---|---|---|---|"]
+    for r in RULES.values():
+        alpha = r.range_text() if r.alpha_used else "-"
+        lines.append(f"| `{r.name}` | `{r.defers_when}` | `{r.a_star_formula}` | {alpha} | {r.alpha_meaning} | "
+                     f"{r.source} |")
+    return "\n".join(lines)
