@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench bench-app distill browser
+.PHONY: setup run test bench bench-app load-test distill browser
 
 $(STAMP): requirements.txt
 	python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ bench: setup
 
 bench-app: setup browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)
+
+# The /run API under 16 concurrent clients with abandoned calls among them (loopback, bounded in time).
+load-test: setup
+	HF_HUB_OFFLINE=1 $(PY) bench/load_test.py $(ARGS)
 
 # Distil the bundled pair's draft (resumable; see README): make distill ARGS="--minutes 60"
 distill: setup

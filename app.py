@@ -1,5 +1,6 @@
 """Launch the Speculative Cascades Explorer: ``python app.py [--pair tiny|bundled] [--target ID --draft ID]``."""
 import argparse
+import ipaddress
 import os
 import sys
 
@@ -18,8 +19,12 @@ def parse_args(argv=None):
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     parser.add_argument("--share", action="store_true", help="also serve through a public gradio.live link")
-    parser.add_argument("--public", action=argparse.BooleanOptionalAction, default=None,
-                        help="only allow-listed model ids (default: on when running on a Space)")
+    parser.add_argument("--public", action="store_true",
+                        help="only allow-listed model ids (on by itself on a Space, with --share or a non-loopback "
+                             "--host)")
+    parser.add_argument("--trust-visitors", action="store_true",
+                        help="with --share or a non-loopback --host, let visitors load any hub id or local folder "
+                             "(public mode stays off)")
     args = parser.parse_args(argv)
     if bool(args.target) != bool(args.draft):
         parser.error("--target and --draft go together")
@@ -28,10 +33,28 @@ def parse_args(argv=None):
     return args
 
 
+def reachable_from_elsewhere(args):
+    """On a Space, through a gradio.live link, or bound to an address other machines can reach."""
+    if on_space() or args.share:
+        return True
+    try:
+        return not ipaddress.ip_address(args.host).is_loopback
+    except ValueError:  # a host name: only localhost is this machine alone
+        return args.host != "localhost"
+
+
+def public_mode(args):
+    """Public mode (allow-listed models only) whenever others can reach the app, unless --trust-visitors."""
+    return args.public or (reachable_from_elsewhere(args) and not args.trust_visitors)
+
+
 def main(argv=None):
     args = parse_args(argv)
     spec = pair_spec(args.draft, args.target) if args.target else args.pair or default_pair_spec()
-    public = on_space() if args.public is None else args.public
+    public = public_mode(args)
+    if public and not args.public:
+        print("public mode: others can reach this app, so it loads only allow-listed models "
+              "(--trust-visitors turns this off)", file=sys.stderr)
     pairs = PairCache(public=public)
     try:  # load before serving, so the first Run streams at once; failures are shown again in the page
         pairs.get(spec)

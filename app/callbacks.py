@@ -7,7 +7,8 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from cascade_core import Trace, generate, stream
+from cascade_core import Trace, stream
+from cascade_core.strict_json import dumps
 from cascade_core.costs import expected_speedup
 from cascade_core.explain import explain
 
@@ -15,7 +16,7 @@ from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, 
 from .gpu import gpu
 from .viz import figures
 from .viz.stats import speedup_markdown, stats_markdown
-from .viz.tokens import tokens_html
+from .viz.tokens import inspector_html, tokens_html
 
 FIGURE_INTERVAL = 0.5  # seconds between figure refreshes while streaming; tokens refresh every block
 
@@ -68,14 +69,15 @@ def warns_in_page(fn):
 
 
 def raises_for_client(fn):
-    """For the API: a ValueError becomes gr.Error, which gradio_client raises with the message."""
+    """For the API's streaming handlers: a ValueError becomes gr.Error, which gradio_client raises with the
+    message."""
     @functools.wraps(fn)
-    def plain(*args, **kwargs):
+    def generator(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            yield from fn(*args, **kwargs)
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from error
-    return plain
+    return generator
 
 
 def resume_caption(trace):
@@ -254,20 +256,26 @@ class Handlers:
         note = ""
         if first_changed is not None and index >= first_changed:
             rule, alpha = run.trace.settings["rule"], run.trace.settings["alpha"]
-            note = f" *(This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}.)*"
-        heading = f"**Token #{index}** `{pos['text']!r}`, {pos['source']}, block {pos['block']}."
+            note = f"This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}."
         figure = figures.inspector_figure(pos, rule, alpha)
-        return f"{heading} {explain(rule, pos, alpha)}{note}", gr.update(value=figure, visible=True)
+        return inspector_html(index, pos, explain(rule, pos, alpha), note), gr.update(value=figure, visible=True)
 
     # -- API ---------------------------------------------------------------------------------------
 
     @raises_for_client
     def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
                 max_new_tokens: int = 64, seed: int = 0) -> str:
-        """Run the cascade on the app's default pair; returns the trace as JSON (cascade_core's Trace.to_json)."""
-        s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature, max_new_tokens, seed)
-        return self._trace_json(s)
+        """Run the cascade on the app's default pair. Its last value is the trace as JSON (cascade_core's
+        Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}} after every
+        block, so that a caller who goes away stops the run at the next block instead of holding the queue."""
+        s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                                 max_new_tokens, seed)
+        yield from self._trace_stream(s)
 
     @gpu
-    def _trace_json(self, s):
-        return generate(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs()).to_json()
+    def _trace_stream(self, s):
+        for trace in stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs()):
+            if trace.finished:
+                yield trace.to_json()
+            else:
+                yield dumps({"generating": {"tokens": len(trace.positions), "max_new_tokens": s.max_new_tokens}})

@@ -2,8 +2,11 @@
 import math
 from dataclasses import dataclass
 
-from cascade_core import RULES
+from cascade_core import RULES, get_rule
+from cascade_core.settings import MAX_GAMMA, MAX_SEED, check_prompt, temperature_value, whole_number
 
+# The page's slider and the API share one token limit: a run holds the app's single generation slot.
+APP_MAX_NEW_TOKENS = 1024
 OPEN_END = 2.0  # an infinite end of a rule's alpha range is shown as +-2 on the slider
 BELOW_OPEN_TOP = 0.01  # a range open at its top (lossy's [0, 1)) stops one slider step below it
 
@@ -31,15 +34,6 @@ def rule_info(rule):
     return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)")
 
 
-def whole_number(value, name):
-    """Sliders and JSON clients may send 4.0 for 4; the engine wants an int, and says so for 4.5."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, int):
-        return value
-    raise ValueError(f"{name} must be a whole number, got {value!r}")
-
-
 @dataclass(frozen=True)
 class Settings:
     """One run's inputs as the page holds them; ``pair_spec`` names the model pair ('tiny', 'draft -> target')."""
@@ -56,10 +50,12 @@ class Settings:
 
     @classmethod
     def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed):
-        if seed is None:
-            raise ValueError("seed must be a whole number")
-        return cls(prompt, pair_spec, bool(chat), rule, float(alpha), whole_number(gamma, "gamma"),
-                   float(temperature), whole_number(max_new_tokens, "max_new_tokens"), whole_number(seed, "seed"))
+        """Checked as the engine checks them, so the page and the API say the same about a bad value."""
+        get_rule(rule).check_alpha(alpha)
+        return cls(check_prompt(prompt), pair_spec, bool(chat), rule, float(alpha),
+                   whole_number(gamma, "gamma", 1, MAX_GAMMA), temperature_value(temperature),
+                   whole_number(max_new_tokens, "max_new_tokens", 1, APP_MAX_NEW_TOKENS),
+                   whole_number(seed, "seed", 0, MAX_SEED))
 
     def engine_kwargs(self):
         return dict(rule=self.rule, alpha=self.alpha, gamma=self.gamma, temperature=self.temperature,

@@ -6,18 +6,19 @@ from pathlib import Path
 
 import gradio as gr
 
-from cascade_core import MAX_GAMMA, MAX_NEW_TOKENS, RULES
+from cascade_core import MAX_GAMMA, RULES
 
 from .callbacks import Handlers, Recoloured, View
-from .controls import alpha_slider_range, rule_info
+from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, rule_info
 from .pairs import BUNDLED, CHOICES, SEED_PAIR, PairCache
 from .viz.format import rules_table
 from .viz.stats import speedup_markdown, stats_markdown
-from .viz.tokens import legend_html, tokens_html
+from .viz.tokens import inspector_html, legend_html, tokens_html
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_RULE, DEFAULT_ALPHA = "v3", 0.3
 DEFAULT_COST_RATIO = 0.25  # a typical GPU draft/target ratio; each run also reports the one it measured
+QUEUE_SIZE = 24  # runs that may wait for the generation slot; each holds it for at most APP_MAX_NEW_TOKENS tokens
 # A click on a token sends its position to the server (gr.HTML's trigger); the listener sits on the
 # component so it survives every re-render of the tokens.
 CLICK_TO_INSPECT = """
@@ -81,7 +82,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
                                       elem_id="gamma")
                     temperature = gr.Slider(0, 2, value=1.0, step=0.05, label="temperature", elem_id="temperature")
                 with gr.Row():
-                    max_new_tokens = gr.Slider(1, min(MAX_NEW_TOKENS, 1024), value=64, step=1, precision=0,
+                    max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=64, step=1, precision=0,
                                                label="max new tokens", elem_id="max-new-tokens")
                     seed = gr.Number(0, precision=0, label="seed", elem_id="seed")
                 with gr.Row():
@@ -101,7 +102,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
                                                elem_id="cost-ratio")
                         speedup = gr.Markdown(speedup_markdown(None, None, DEFAULT_COST_RATIO, None, None), elem_id="speedup")
                 with gr.Group(elem_id="inspector"):
-                    inspector_text = gr.Markdown("*Click a token to inspect it.*", elem_id="inspector-text")
+                    inspector_text = gr.HTML(inspector_html(), elem_id="inspector-text")
                     inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
         with gr.Row():
             step_plot = gr.Plot(label="Per step", elem_id="step-plot")
@@ -134,8 +135,10 @@ def build_app(pair_spec=None, public=None, pairs=None):
     return demo
 
 
-def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=False, quiet=False):
-    """Launch with the app's stylesheet (Gradio 6 takes CSS at launch)."""
-    return demo.queue(default_concurrency_limit=1).launch(
+def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=False, quiet=False,
+           queue_size=QUEUE_SIZE):
+    """Launch with the app's stylesheet (Gradio 6 takes CSS at launch) and a bounded queue: past queue_size
+    waiting runs a new one is refused at once ("Queue is full! Please try again.") instead of waiting minutes."""
+    return demo.queue(default_concurrency_limit=1, max_size=queue_size).launch(
         server_name=host, server_port=port, share=share, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
         css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])

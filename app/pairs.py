@@ -1,6 +1,8 @@
 """Which model pairs the app offers, and loading each once (cached between requests), with progress."""
+import gc
 import queue
 import threading
+from collections import OrderedDict
 
 from cascade_core import load_pair
 
@@ -24,14 +26,22 @@ def pair_spec(draft, target):
 
 
 def parse_pair(spec):
-    """load_pair keyword arguments for 'tiny', 'bundled' or 'draft_id -> target_id'."""
-    spec = (spec or "").strip()
+    """load_pair keyword arguments for 'tiny', 'bundled' or 'draft_id -> target_id' (spaces around ids ignored)."""
+    if not isinstance(spec, str):
+        raise ValueError(f"model pair must be text such as 'bundled' or 'draft_id -> target_id', got {spec!r}")
+    spec = spec.strip()
     if spec in (TINY, BUNDLED):
         return {"name": spec}
     draft, arrow, target = spec.partition("->")
     if not arrow or not draft.strip() or not target.strip():
         raise ValueError(f"model pair {spec!r} not understood: pick one from the list or write 'draft_id -> target_id'")
     return {"draft": draft.strip(), "target": target.strip()}
+
+
+def normalised(spec):
+    """One spelling per pair, so that ' bundled' and 'bundled  ' share one loaded copy."""
+    ids = parse_pair(spec)
+    return ids["name"] if "name" in ids else pair_spec(ids["draft"], ids["target"])
 
 
 def check_public(spec):
@@ -44,36 +54,51 @@ def check_public(spec):
 
 
 class PairCache:
-    """Loaded pairs by spec. A pair is loaded once; concurrent requests for it wait for that one load."""
+    """Loaded pairs by normalised spec, at most ``max_pairs`` of them: loading another frees the least recently
+    used one (and says so). A pair is loaded once; concurrent requests for it wait for that one load."""
 
-    def __init__(self, public=False, loader=load_pair):
+    def __init__(self, public=False, loader=load_pair, max_pairs=2):
         self.public = public
         self.loader = loader
-        self._pairs = {}
+        self.max_pairs = max_pairs
+        self._pairs = OrderedDict()  # least recently used first
         self._locks = {}
         self._guard = threading.Lock()
 
     def loaded(self, spec):
-        return spec in self._pairs
+        return normalised(spec) in self._pairs
 
-    def _lock(self, spec):
+    def _lock(self, key):
         with self._guard:
-            return self._locks.setdefault(spec, threading.Lock())
+            return self._locks.setdefault(key, threading.Lock())
 
     def get(self, spec, progress=None):
         if self.public:
             check_public(spec)
-        kwargs = parse_pair(spec)
-        with self._lock(spec):
-            if spec not in self._pairs:
-                self._pairs[spec] = self.loader(**kwargs, progress=progress)
-        return self._pairs[spec]
+        key = normalised(spec)
+        with self._lock(key):
+            if key not in self._pairs:
+                pair = self.loader(**parse_pair(key), progress=progress)
+                with self._guard:
+                    self._pairs[key] = pair
+                    self._evict(progress)
+            with self._guard:
+                self._pairs.move_to_end(key)
+                return self._pairs[key]
+
+    def _evict(self, progress):
+        while len(self._pairs) > self.max_pairs:
+            old, _ = self._pairs.popitem(last=False)
+            gc.collect()  # the models' tensors go now, not at some later collection
+            if progress:
+                progress(f"Freed model pair {old} (at most {self.max_pairs} pairs stay loaded; the least recently "
+                         "used goes first).")
 
     def load_with_progress(self, spec):
         """Generator: yields the loader's progress messages while it loads in a thread; returns the pair
         (use ``pair = yield from cache.load_with_progress(spec)``). Errors are re-raised here."""
         if self.loaded(spec):
-            return self._pairs[spec]
+            return self.get(spec)
         messages, outcome = queue.Queue(), {}
 
         def work():
@@ -84,7 +109,7 @@ class PairCache:
 
         worker = threading.Thread(target=work, daemon=True)
         worker.start()
-        yield f"Loading model pair {spec} (once; later runs reuse it)…"
+        yield f"Loading model pair {normalised(spec)} (once; later runs reuse it)…"
         while worker.is_alive() or not messages.empty():
             try:
                 yield messages.get(timeout=0.2)

@@ -1,8 +1,9 @@
 """Speculative cascades (Narasimhan et al., ICLR 2025): exact engine, per-token traces, baselines."""
-from .engine import MAX_GAMMA, MAX_NEW_TOKENS, generate, stream
+from .engine import generate, stream
 from .models import Pair, load_pair
 from .rules import RULES, Distributions, Rule, critical_alpha, get_rule
 from .sampling import output_distribution, target_distribution
+from .settings import MAX_GAMMA, MAX_NEW_TOKENS
 from .trace import Trace
 
 __all__ = ["MAX_GAMMA", "MAX_NEW_TOKENS", "RULES", "Distributions", "Pair", "Rule", "Trace", "critical_alpha",

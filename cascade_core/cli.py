@@ -51,25 +51,62 @@ def run(args):
     print(format_stats(trace.stats))
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Every mistake on the command line is one ``error:`` line and exit status 2, as the engine's are."""
+
+    def error(self, message):
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def attach_values(argv, options):
+    """'--alpha -0.5' as '--alpha=-0.5': argparse would take a value that starts with '-' for an option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in options and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def number(text):
+    """A float for argparse; the engine says which numbers a setting allows."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def integer(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m cascade_core", description="Speculative cascades")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineErrors(prog="python -m cascade_core", description="Speculative cascades")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
 
     p_run = sub.add_parser("run", help="generate once and show every token's provenance")
     add_pair_arguments(p_run)
     p_run.add_argument("--prompt", required=True)
     p_run.add_argument("--rule", default="v3", help=f"one of: {', '.join(RULES)}")
-    p_run.add_argument("--alpha", type=float, default=0.3)
-    p_run.add_argument("--gamma", type=int, default=4)
-    p_run.add_argument("--temperature", type=float, default=1.0)
-    p_run.add_argument("--seed", type=int, default=0)
-    p_run.add_argument("--max-new-tokens", type=int, default=64)
+    p_run.add_argument("--alpha", type=number, default=0.3)
+    p_run.add_argument("--gamma", type=integer, default=4)
+    p_run.add_argument("--temperature", type=number, default=1.0)
+    p_run.add_argument("--seed", type=integer, default=0)
+    p_run.add_argument("--max-new-tokens", type=integer, default=64)
     p_run.add_argument("--raw", action="store_true", help="do not apply the chat template")
     p_run.add_argument("--json", action="store_true", help="print the trace as JSON")
     p_run.add_argument("--color", action="store_true", help="colour even when stdout is not a terminal")
     p_run.set_defaults(func=run)
 
-    args = parser.parse_args(argv)
+    valued = {a for action in p_run._actions for a in action.option_strings if action.nargs is None and action.type}
+    args = parser.parse_args(attach_values(sys.argv[1:] if argv is None else argv, valued | {"--prompt", "--rule"}))
     try:
         args.func(args)
     except ValueError as e:

@@ -14,38 +14,18 @@ from transformers import DynamicCache
 
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
+from .settings import check_prompt, check_settings
 from .trace import Block, Detokenizer, Trace, source_under
-
-MAX_GAMMA = 16
-MAX_NEW_TOKENS = 2048
-
 
 def encode_prompt(tokenizer, prompt, chat=True):
     """Token ids for a prompt, through the chat template when the tokenizer has one and chat is on."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("the prompt is empty; type something for the models to continue")
+    check_prompt(prompt)
     if chat and getattr(tokenizer, "chat_template", None):
         # enable_thinking=False keeps Qwen3's answers short; templates without the variable ignore it.
         ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                             tokenize=True, enable_thinking=False, return_dict=False)
         return list(ids)
     return tokenizer(prompt, add_special_tokens=True)["input_ids"]
-
-
-def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, max_new_tokens):
-    get_rule(rule).check_alpha(alpha)
-    if not isinstance(gamma, int) or not 1 <= gamma <= MAX_GAMMA:
-        raise ValueError(f"gamma must be an integer in 1..{MAX_GAMMA}, got {gamma!r}")
-    if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        raise ValueError(f"max_new_tokens must be an integer in 1..{MAX_NEW_TOKENS}, got {max_new_tokens!r}")
-    if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 10:
-        raise ValueError(f"temperature must be in [0, 10], got {temperature!r}")
-    if not prompt_ids:
-        raise ValueError("the prompt is empty; type something for the models to continue")
-    limit = pair.max_positions
-    if len(prompt_ids) + max_new_tokens > limit:
-        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds "
-                         f"the models' context of {limit} tokens; shorten the prompt or ask for fewer tokens")
 
 
 @functools.cache
@@ -184,7 +164,8 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
         if prompt_ids is None:
             prompt_ids = encode_prompt(pair.tokenizer, prompt, chat)
         prompt_ids = list(prompt_ids)
-    check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, max_new_tokens)
+    gamma, temperature, seed, max_new_tokens = check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed,
+                                                              max_new_tokens)
     r = RULES[rule]
     settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed, details=details,
                     max_new_tokens=max_new_tokens, chat=chat, pair=pair.name, alpha_range=r.alpha_range)

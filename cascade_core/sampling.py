@@ -37,10 +37,14 @@ def untempered_and_tempered(logits, temperature):
     logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     untempered = torch.softmax(logits, -1)
     if temperature == 0:
-        return untempered, torch.zeros_like(untempered).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-    if temperature == 1:
-        return untempered, untempered
-    return untempered, torch.softmax(logits / temperature, -1)
+        tempered = torch.zeros_like(untempered).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    else:
+        tempered = untempered if temperature == 1 else torch.softmax(logits / temperature, -1)
+    # Finite logits can still overflow once divided by a tiny temperature: never sample from NaN.
+    if not (torch.isfinite(untempered).all() and torch.isfinite(tempered).all()):
+        raise ValueError(f"the next-token distribution at temperature {temperature} is not finite (NaN); "
+                         "raise the temperature or use 0 for greedy decoding")
+    return untempered, tempered
 
 
 def _at(t, x):

@@ -149,7 +149,7 @@ def test_rerun_with_nothing_changed_says_so(handlers):
 def test_inspect_explains_with_numbers(handlers):
     run = run_to_end(handlers).run
     text, fig = Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
-    assert text.startswith("**Token #2**") and "p(x) = " in text and "(1 - alpha) * max p" in text
+    assert "<strong>Token #2</strong>" in text and "p(x) = " in text and "(1 - alpha) * max p" in text
     assert fig["visible"] and len(fig["value"].data) == 2
     assert Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 999})) == (gr.skip(), gr.skip())
 

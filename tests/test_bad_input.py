@@ -25,7 +25,7 @@ def test_mismatched_tokenizers_are_refused():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(temperature=-1.0), "temperature must be in"),
+    (dict(temperature=-1.0), "temperature must be 0 \\(greedy\\) or a number from 0.01 to 10"),
     (dict(rule="lossy", alpha=1.0), "outside rule 'lossy'"),
     (dict(rule="bild", alpha=11.0), "outside rule 'bild'"),
     (dict(alpha=float("nan")), "alpha must be a finite number"),

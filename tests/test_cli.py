@@ -26,10 +26,10 @@ def test_run_json():
 @pytest.mark.parametrize("args, message", [
     (["--rule", "v9"], "unknown rule 'v9'; the rules are: chow, diff, opt, v1, v2, v3"),
     (["--alpha", "1.5"], "outside rule 'v3'"),
-    (["--gamma", "17"], "gamma must be an integer in 1..16"),
-    (["--gamma", "0"], "gamma must be an integer in 1..16"),
-    (["--max-new-tokens", "0"], "max_new_tokens must be an integer in 1..2048"),
-    (["--max-new-tokens", "5000"], "max_new_tokens must be an integer in 1..2048"),
+    (["--gamma", "17"], "gamma must be a whole number from 1 to 16"),
+    (["--gamma", "0"], "gamma must be a whole number from 1 to 16"),
+    (["--max-new-tokens", "0"], "max_new_tokens must be a whole number from 1 to 2048"),
+    (["--max-new-tokens", "5000"], "max_new_tokens must be a whole number from 1 to 2048"),
     (["--prompt", "   "], "the prompt is empty"),
     (["--prompt", "x" * 5000, "--max-new-tokens", "8"], "exceeds the models' context"),
 ])

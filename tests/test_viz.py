@@ -1,4 +1,5 @@
 """app.viz: token HTML (escaping, whitespace, classes) and the plotly figures' data."""
+import html
 import math
 
 import pytest
@@ -100,7 +101,7 @@ def test_step_figure_has_statistics_and_threshold(trace):
     assert "p(x)" in names and "threshold: (1 - alpha) * max p" in names
     threshold = fig.data[names.index("threshold: (1 - alpha) * max p")]
     assert threshold.y[0] == pytest.approx(0.7 * trace.positions[0]["max_p"])
-    assert list(fig.data[0].customdata) == [repr(p["text"]) for p in trace.positions]
+    assert list(fig.data[0].customdata) == [html.escape(repr(p["text"])) for p in trace.positions]
 
 
 def test_step_figure_puts_bild_on_its_own_axis(trace):

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from cascade_core.explain import threshold
 
-from .format import clip, number, token_repr
+from .format import clip, number, plot_text
 from .tokens import COLOURS
 
 # Statistics on the probability scale share the left axis; BiLD's cross-entropy and lossy's p/q ratio
@@ -35,7 +35,7 @@ def _strings(values):
 
 
 def _hover_tokens(positions):
-    return _strings([token_repr(pos["text"]) for pos in positions])
+    return _strings([plot_text(pos["text"]) for pos in positions])
 
 
 def _first_changed_line(fig, first_changed):
@@ -94,7 +94,7 @@ def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_cha
         symbol = "triangle-up" if a_star > hi else "triangle-down" if a_star < lo else SYMBOLS[shown]
         decision = "defers" if alpha < a_star else "does not defer"
         groups.setdefault((shown, symbol), []).append(
-            (i, clip(a_star, lo, hi), token_repr(pos["text"]), number(a_star), decision))
+            (i, clip(a_star, lo, hi), plot_text(pos["text"]), number(a_star), decision))
     fig = go.Figure()
     named = set()
     for (shown, symbol), rows in groups.items():
@@ -122,7 +122,7 @@ def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_cha
 def _bars(top, highlight):
     """Top-10 rows [id, text, prob] as a horizontal bar trace, largest on top; highlighted tokens darker."""
     rows = list(reversed(top))
-    return dict(x=[r[2] for r in rows], y=[f"{token_repr(r[1])} " for r in rows],
+    return dict(x=[r[2] for r in rows], y=[f"{plot_text(r[1])} " for r in rows],
                 colours=[highlight.get(r[0], "#BBBBBB") for r in rows])
 
 
@@ -150,7 +150,7 @@ def inspector_figure(pos, rule, alpha):
             col = 2 if label == "p(x)" else 1
             fig.add_vline(x=thresh, line=dict(color="#000", dash="dash"), row=1, col=col,
                           annotation_text=f"{formula} = {thresh:.3f}", annotation_position="bottom right")
-    proposal = token_repr(pos["proposal_text"])
+    proposal = plot_text(pos["proposal_text"])
     fig.update_layout(**{**LAYOUT, "height": 340}, bargap=0.15,
                       title=dict(text=f"draft proposed {proposal} (blue); target's correction in vermillion",
                                  font=dict(size=13)))

@@ -1,4 +1,5 @@
 """Number and text formatting shared by the token cards, the stats panel, the figures and the docs."""
+import html
 import math
 
 from cascade_core import RULES
@@ -18,6 +19,11 @@ def number(value, digits=3):
 def token_repr(text):
     """A token's exact text, quoted, with whitespace spelled out (for hover cards and plot hovers)."""
     return repr(text)
+
+
+def plot_text(text):
+    """token_repr for plotly, whose labels read a subset of HTML: escaped, so '<b>' shows as '<b>'."""
+    return html.escape(token_repr(text))
 
 
 def clip(value, lo, hi):

@@ -73,3 +73,14 @@ def tokens_html(positions, sources, rule, first_changed=None, running=False, not
     cursor = '<span class="cursor">▍</span>' if running else ""
     footer = f'<div class="tokens-note">{html.escape(note)}</div>' if note else ""
     return f'<div class="tokens">{"".join(spans)}{cursor}</div>{footer}'
+
+
+def inspector_html(index=None, pos=None, explanation="", note=""):
+    """The inspector's words for a clicked token, every piece of text escaped: a token is shown as its literal
+    text, never as markup."""
+    if pos is None:
+        return '<div class="inspector-text"><em>Click a token to inspect it.</em></div>'
+    heading = (f"<strong>Token #{index}</strong> <code>{html.escape(token_repr(pos['text']))}</code>, "
+               f"{html.escape(pos['source'])}, block {pos['block']}.")
+    note = f" <em>({html.escape(note)})</em>" if note else ""
+    return f'<div class="inspector-text">{heading} {html.escape(explanation)}{note}</div>'

@@ -1,0 +1,68 @@
+"""The settings of a run, checked before any model is called: each bad value gets one sentence that names the
+field, the value and what is allowed, whatever type a caller sends (None, strings, lists, bools, bytes)."""
+import math
+
+from .rules import get_rule
+
+MAX_GAMMA = 16
+MAX_NEW_TOKENS = 2048
+MAX_SEED = 2**63 - 1
+# Below this a temperature cannot be computed in float32: logits / T overflow to inf and softmax gives NaN.
+MIN_TEMPERATURE = 0.01
+MAX_TEMPERATURE = 10.0
+
+
+def shown(value):
+    """A value as a message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def whole_number(value, name, lo, hi):
+    """value as an int in [lo, hi]; 4.0 counts as 4 (sliders and JSON clients send floats)."""
+    if is_number(value) and math.isfinite(value) and value == int(value) and lo <= value <= hi:
+        return int(value)
+    raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {shown(value)}")
+
+
+def temperature_value(value):
+    if is_number(value) and (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
+        return float(value)
+    raise ValueError(f"temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE:g}, "
+                     f"got {shown(value)}")
+
+
+def check_prompt(prompt):
+    """The prompt as text the tokenizer can take: a non-empty string without lone surrogates (which invalid
+    UTF-8 in a command line, or a JSON client's escapes, can produce)."""
+    if not isinstance(prompt, str):
+        raise ValueError(f"prompt must be text, got {type(prompt).__name__} {shown(prompt)}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"prompt must be valid Unicode text; character {error.start} is a lone surrogate "
+                         f"{prompt[error.start]!r} (invalid UTF-8?)") from None
+    if not prompt.strip():
+        raise ValueError("the prompt is empty; type something for the models to continue")
+    return prompt
+
+
+def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed, max_new_tokens):
+    """Every run setting, in the order a caller reads them; returns (gamma, temperature, seed, max_new_tokens)
+    as the engine uses them (ints, and a float)."""
+    get_rule(rule).check_alpha(alpha)
+    gamma = whole_number(gamma, "gamma", 1, MAX_GAMMA)
+    temperature = temperature_value(temperature)
+    seed = whole_number(seed, "seed", 0, MAX_SEED)
+    max_new_tokens = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+    if not prompt_ids:
+        raise ValueError("the prompt is empty; type something for the models to continue")
+    limit = pair.max_positions
+    if len(prompt_ids) + max_new_tokens > limit:
+        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds "
+                         f"the models' context of {limit} tokens; shorten the prompt or ask for fewer tokens")
+    return gamma, temperature, seed, max_new_tokens
