@@ -1,6 +1,7 @@
 """Event handlers: run, recolour, re-run, inspect, stop, and the /run API. They call cascade_core for
 every number and app.viz for every picture."""
 import functools
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -19,6 +20,7 @@ from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import inspector_html, tokens_html
 
 FIGURE_INTERVAL = 0.5  # seconds between figure refreshes while streaming; tokens refresh every block
+UNREAD_LIMIT = 6  # messages an API caller may leave unread (Gradio's and our progress) before its run counts as abandoned
 
 
 @dataclass
@@ -140,9 +142,10 @@ def live_handlers(key):
 class Handlers:
     """The app's callbacks, bound to its pair cache; generating handlers yield Views."""
 
-    def __init__(self, pairs, default_pair_spec):
+    def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
         self.pairs = pairs
         self.default_pair_spec = default_pair_spec
+        self.unread = unread  # messages the app holds for a session that no client has read yet
         LIVE_HANDLERS[id(self)] = self
 
     def __reduce__(self):
@@ -264,18 +267,23 @@ class Handlers:
 
     @raises_for_client
     def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
-                max_new_tokens: int = 64, seed: int = 0) -> str:
+                max_new_tokens: int = 64, seed: int = 0, request: gr.Request = None) -> str:
         """Run the cascade on the app's default pair. Its last value is the trace as JSON (cascade_core's
         Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}} after every
-        block, so that a caller who goes away stops the run at the next block instead of holding the queue."""
+        block. A caller who disconnects is stopped by Gradio at the next block; one who never reads the stream
+        is stopped here once UNREAD_LIMIT progress messages wait for it, so neither holds the queue."""
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed)
-        yield from self._trace_stream(s)
+        for finished, text in self._trace_stream(s):
+            if not finished and request is not None and self.unread(request.session_hash) > UNREAD_LIMIT:
+                raise ValueError(f"stopped after {json.loads(text)['generating']['tokens']} tokens: nobody read this "
+                                 "run's progress; read the result stream while the run goes on")
+            yield text
 
     @gpu
     def _trace_stream(self, s):
         for trace in stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs()):
             if trace.finished:
-                yield trace.to_json()
+                yield True, trace.to_json()
             else:
-                yield dumps({"generating": {"tokens": len(trace.positions), "max_new_tokens": s.max_new_tokens}})
+                yield False, dumps({"generating": {"tokens": len(trace.positions), "max_new_tokens": s.max_new_tokens}})

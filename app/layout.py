@@ -49,17 +49,25 @@ def how_to_read():
     return (ASSETS / "how_to_read.md").read_text().replace("{rules_table}", rules_table())
 
 
+def unread_messages(demo, session_hash):
+    """How many messages Gradio holds for a session that no client has read: a caller who posted a run and never
+    listens leaves them piling up. Gradio 6 keeps no public count; where its internals differ this is 0."""
+    pending = getattr(getattr(demo, "_queue", None), "pending_messages_per_session", {}).get(session_hash)
+    return pending.qsize() if pending is not None else 0
+
+
 def build_app(pair_spec=None, public=None, pairs=None):
     """The Gradio Blocks app. ``pair_spec``: the default pair ('tiny', 'bundled', 'draft -> target');
     ``public``: restrict model ids to the allow-list (default: on a Space); ``pairs``: a PairCache to share."""
     pair_spec = pair_spec or default_pair_spec()
     public = on_space() if public is None else public
     pairs = pairs or PairCache(public=public)
-    handlers = Handlers(pairs, pair_spec)
+    demo = gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False)
+    handlers = Handlers(pairs, pair_spec, unread=lambda session_hash: unread_messages(demo, session_hash))
     choices = CHOICES if any(value == pair_spec for _, value in CHOICES) else CHOICES + [(pair_spec, pair_spec)]
     lo, hi = alpha_slider_range(DEFAULT_RULE)
 
-    with gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False) as demo:
+    with demo:
         run_state = gr.State(None)
         gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* "
                     "model checks them, and a deferral rule decides whom to trust. Every token below tells its story: "

@@ -152,6 +152,19 @@ def test_an_abandoned_api_call_stops_generating(counted_app):
     assert strict_loads(Client(url, verbose=False).predict(prompt="next", max_new_tokens=4, api_name="/run"))["tokens"]
 
 
+def test_a_never_read_api_call_stops_generating(counted_app):
+    url, calls = counted_app
+    calls.clear()
+    body = {"data": ["Once upon a time", "v3", 0.3, 1, 1.0, 1024, 0]}
+    httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10)  # posted; its result stream is never read
+    for _ in range(120):
+        time.sleep(0.5)
+        settled = len(calls)
+        if settled and (time.sleep(1.5) or len(calls) == settled):
+            break
+    assert 0 < settled < 20 and len(calls) == settled  # a full run would need over 512 target calls
+
+
 def test_a_full_queue_answers_at_once(counted_app):
     url, _ = counted_app
     client = Client(url, verbose=False)
