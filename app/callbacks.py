@@ -15,12 +15,15 @@ from cascade_core.explain import explain
 
 from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, rule_info
 from .gpu import gpu
+from .worker import ENGINE
 from .viz import figures
 from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import inspector_html, tokens_html
 
-FIGURE_INTERVAL = 0.5  # seconds between figure refreshes while streaming; tokens refresh every block
-UNREAD_LIMIT = 6  # messages an API caller may leave unread (Gradio's and our progress) before its run counts as abandoned
+# An API run reports progress at most every PROGRESS_INTERVAL seconds; a caller who leaves UNREAD_LIMIT messages
+# (Gradio's and ours) unread, about 3 s of not listening, has abandoned it.
+PROGRESS_INTERVAL = 0.5
+UNREAD_LIMIT = 6
 
 
 @dataclass
@@ -175,14 +178,13 @@ class Handlers:
             yield status_only(message)
 
     def _stream(self, trace_iter, s, cost_ratio):
-        # The first block goes out with tokens only: drawing figures (and plotly's first render in the
-        # browser) would hold back the first coloured tokens by a second or more.
-        last_figures = time.perf_counter()
-        for trace in trace_iter:
-            now = time.perf_counter()
-            refresh = trace.finished or now - last_figures >= FIGURE_INTERVAL
-            last_figures = now if refresh else last_figures
-            yield self._view(Run(trace, s.pair_spec), s.rule, s.alpha, cost_ratio, not trace.finished, refresh)
+        """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
+        them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
+        browser compete with generation; docs/app-benchmarks.md)."""
+        for i, trace in enumerate(ENGINE.iterate(trace_iter)):
+            view = self._view(Run(trace, s.pair_spec), s.rule, s.alpha, cost_ratio, not trace.finished,
+                              with_figures=trace.finished)
+            yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view
 
     @warns_in_page
     @gpu
@@ -269,9 +271,9 @@ class Handlers:
     def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
                 max_new_tokens: int = 64, seed: int = 0, request: gr.Request = None) -> str:
         """Run the cascade on the app's default pair. Its last value is the trace as JSON (cascade_core's
-        Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}} after every
-        block. A caller who disconnects is stopped by Gradio at the next block; one who never reads the stream
-        is stopped here once UNREAD_LIMIT progress messages wait for it, so neither holds the queue."""
+        Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}} every
+        PROGRESS_INTERVAL seconds. A caller who disconnects is stopped by Gradio at its next message; one who
+        never reads the stream is stopped here once UNREAD_LIMIT messages wait for it, so neither holds the queue."""
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed)
         for finished, text in self._trace_stream(s):
@@ -282,8 +284,10 @@ class Handlers:
 
     @gpu
     def _trace_stream(self, s):
-        for trace in stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs()):
+        last = time.perf_counter()
+        for trace in ENGINE.iterate(stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())):
             if trace.finished:
                 yield True, trace.to_json()
-            else:
+            elif time.perf_counter() - last >= PROGRESS_INTERVAL:
+                last = time.perf_counter()
                 yield False, dumps({"generating": {"tokens": len(trace.positions), "max_new_tokens": s.max_new_tokens}})

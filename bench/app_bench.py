@@ -1,5 +1,6 @@
-"""App benchmarks: server-side recolouring of a 512-token trace after an alpha change, page load, and the
-time from Run to the first coloured token on screen (bundled pair, real browser).
+"""App benchmarks: server-side recolouring of a 512-token trace after an alpha change, page load, the time from
+Run to the first coloured token on screen, and a whole 64-token run through the API and the page against the
+engine in-process (bundled pair, real browser, the app in its own process for the whole run).
 
     HF_HUB_OFFLINE=1 python bench/app_bench.py [--pair bundled] [--repeats 5] [--skip-browser]
 """
@@ -16,8 +17,9 @@ import gradio as gr  # noqa: E402
 from app import build_app, launch  # noqa: E402
 from app.callbacks import Handlers, Run  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from bench.server import app_process  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
 # Timed inside the page, on the browser's clock: click Run, then the frame after the first token lands in the
@@ -99,6 +101,58 @@ def bench_browser(pair, repeats, prompt):
     return load_seconds, page_loads, first_tokens
 
 
+# Click Run, stop when the status line says "Done: n tokens" after "Generating" (the last run's "Done" may be
+# redrawn first): the whole run as a visitor sees it, on the browser's clock.
+CLICK_TO_DONE = """() => new Promise(resolve => {
+  const status = document.querySelector('#status');
+  const start = performance.now();
+  let running = false;
+  const observer = new MutationObserver(() => {
+    running = running || status.innerText.startsWith('Generating');
+    if (!running || !/^Done: \\d+ tokens/.test(status.innerText)) return;
+    observer.disconnect();
+    resolve((performance.now() - start) / 1000);
+  });
+  observer.observe(status, {subtree: true, childList: true, characterData: true});
+  document.querySelector('#run').click();
+})"""
+WHOLE_RUN = dict(prompt="Who is Buzz Aldrin?", rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64)
+
+
+def bench_whole_run(pair_name, repeats):
+    """Seconds of the same 64-token run (the page's defaults), alternating: the engine called in this process,
+    the /run API of the app in its own process, and the page in chromium until "Done"."""
+    from gradio_client import Client
+    from playwright.sync_api import sync_playwright
+
+    pair = load_pair(pair_name, progress=lambda m: None)
+    times = {"engine in-process": [], "/run API": [], "page, Run to Done": []}
+    with app_process(pair_name) as url, sync_playwright() as playwright:
+        client = Client(url, verbose=False)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector("#run")
+        page.fill("#prompt textarea", WHOLE_RUN["prompt"])
+        client.predict(**{**WHOLE_RUN, "max_new_tokens": 4}, api_name="/run")  # the app's first call warms it up
+
+        def engine():
+            generate(pair, **WHOLE_RUN)
+
+        def api():
+            client.predict(**WHOLE_RUN, api_name="/run")
+
+        runs = {"engine in-process": engine, "/run API": api}
+        for r in range(repeats):
+            for name, fn in (list(runs.items()) if r % 2 else list(runs.items())[::-1]):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+            times["page, Run to Done"].append(page.evaluate(CLICK_TO_DONE))
+        browser.close()
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", default="bundled")
@@ -112,6 +166,11 @@ def main():
         print(f"| 512 tokens, alpha change: {name} | {median:.2f} ms | {worst:.2f} ms |")
     if args.skip_browser:
         return
+    whole = bench_whole_run(args.pair, args.repeats)
+    engine = whole["engine in-process"]
+    for name, seconds in whole.items():
+        print(f"| whole 64-token run ({args.pair}, v3 alpha 0.3): {name} | {seconds:.2f} s | "
+              f"{seconds / engine:.2f}x the engine |")
     load_seconds, page_loads, first_tokens = bench_browser(args.pair, args.repeats, args.prompt)
     print(f"| {args.pair} pair load (once per process) | {load_seconds:.2f} s | |")
     print(f"| page load (navigation to controls ready) | {statistics.median(page_loads):.2f} s | "

@@ -26,8 +26,8 @@ import httpx  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
+from bench.server import app_process  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
-from tests.browser import free_port  # noqa: E402
 
 PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses of a paperclip.", "Why is the sky blue?"]
 ABANDON = """
@@ -42,21 +42,6 @@ os._exit(0)
 def request(i, max_new_tokens):
     return dict(prompt=PROMPTS[i % len(PROMPTS)], rule="v3", alpha=0.3, gamma=4, temperature=1.0,
                 max_new_tokens=max_new_tokens, seed=i % len(PROMPTS))
-
-
-def start_server(pair, port):
-    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--pair", pair, "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}/"
-    for _ in range(600):
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    server.kill()
-    raise SystemExit("the app did not start within 5 minutes")
 
 
 def call(url, req):
@@ -124,8 +109,7 @@ def main():
     deadline = time.monotonic() + args.seconds
     pair = load_pair(args.pair, progress=lambda m: None)
     expected = [generate(pair, **request(i, args.max_new_tokens)).tokens for i in range(len(PROMPTS))]
-    server, url = start_server(args.pair, free_port())
-    try:
+    with app_process(args.pair) as url:
         alone = statistics.median(probe(url, args.max_new_tokens) for _ in range(3))
         abandon(url, 4).wait()
         after_abandoned = probe(url, args.max_new_tokens)
@@ -134,8 +118,6 @@ def main():
         start = time.perf_counter()
         results = load(url, args.clients, args.calls, args.max_new_tokens, expected, deadline)
         wall = time.perf_counter() - start
-    finally:
-        server.kill()
     latencies = sorted(s for outcome, s in results if s is not None)
     count = {kind: sum(outcome.startswith(kind) for outcome, _ in results) for kind in ("ok", "mismatch", "busy", "error")}
     p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None

@@ -34,11 +34,12 @@ def cache_argument(model_class):
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
-def forward(model, cache, ids, vocab_size, logits_to_keep=0):
-    """Logits [len(ids) or logits_to_keep, vocab_size] for ids appended to the cache, checked for NaN/inf."""
+def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None):
+    """Logits [len(ids) or logits_to_keep, vocab_size] for ids appended to the cache, checked for NaN/inf.
+    ``call`` replaces the model's own forward (a compiled one)."""
     input_ids = torch.tensor([ids], device=model.device)
-    logits = model(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep,
-                   **{cache_argument(type(model)): cache}).logits[0, :, :vocab_size]
+    logits = (call or model)(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep,
+                             **{cache_argument(type(model)): cache}).logits[0, :, :vocab_size]
     if not torch.isfinite(logits).all():
         raise ValueError(f"{model.config.name_or_path or 'a model'} produced NaN or inf logits; "
                          "the weights or the dtype are broken for this input")
@@ -46,18 +47,27 @@ def forward(model, cache, ids, vocab_size, logits_to_keep=0):
 
 
 class CachedModel:
-    """One model with its KV cache. Every call is counted and timed: the timings give the measured cost ratio c."""
+    """One model with its KV cache. Every call is counted and timed: the timings give the measured cost ratio c.
+    With a compiled forward (see compiled.py) the cache is static and every call has ``block`` tokens: a shorter
+    one is padded, and the padding's cache entries rewound."""
 
-    def __init__(self, model, role, vocab_size, counters):
+    def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1):
         self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, counters
-        self.cache = DynamicCache(config=model.config)
+        self.compiled, self.block = compiled, block
+        self.cache = compiled.cache(cache_length) if compiled else DynamicCache(config=model.config)
 
     def prefill(self, ids):
         forward(self.model, self.cache, ids, self.vocab_size, logits_to_keep=1)
 
     def __call__(self, ids):
         start = time.perf_counter()
-        logits = forward(self.model, self.cache, ids, self.vocab_size)  # its NaN check waits for CUDA: real time
+        if self.compiled is None:
+            logits = forward(self.model, self.cache, ids, self.vocab_size)  # its NaN check waits for CUDA: real time
+        else:
+            pad = self.block - len(ids)
+            logits = forward(self.model, self.cache, ids + ids[-1:] * pad, self.vocab_size,
+                             call=self.compiled.forward)[: len(ids)]
+            self.crop(pad)
         self.counters[f"{self.role}_seconds"] += time.perf_counter() - start
         self.counters[f"{self.role}_calls"] += 1
         return logits
@@ -77,8 +87,12 @@ class Decoding:
         counters = trace.counters
         counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0, prefill_seconds=0.0,
                         wall_seconds=0.0)
-        self.target = CachedModel(pair.target, "target", pair.vocab_size, counters) if rule != "draft" else None
-        self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters) if rule != "target" else None
+        compiled = pair.compiled or {}
+        length = len(trace.prompt_ids) + max_new_tokens + gamma + 1
+        self.target = CachedModel(pair.target, "target", pair.vocab_size, counters, compiled.get("target"), length,
+                                  block=1 if rule == "target" else gamma + 1) if rule != "draft" else None
+        self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"),
+                                 length) if rule != "target" else None
 
     def prefill(self):
         start = time.perf_counter()

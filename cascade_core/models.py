@@ -9,7 +9,6 @@ import importlib.util
 import os
 import string
 import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from tokenizers.models import BPE
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from .draft import load_draft
+from .kernels import choose_kernels, use_measured_kernels
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The distilled draft's own layers (python -m distill); the rest is shared with the target.
@@ -35,6 +35,8 @@ class Pair:
     eos_token_ids: set
     max_positions: int
     description: str = ""
+    kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
+    compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
 
 
 def cache_dir():
@@ -82,7 +84,7 @@ def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0):
     return Pair("tiny", target, draft, tokenizer, vocab, {vocab - 1}, 4096, "tiny random Llama pair (2 layers -> 1 layer)")
 
 
-def smollm2_target(dtype, device, progress=None, fast_matmul=True):
+def smollm2_target(dtype, device, progress=None):
     """SmolLM2-135M-Instruct: dequantised from the package's GGUF once (~16 s), then from the cache."""
     cached = cache_dir() / "smollm2-135m-instruct"
     if not (cached / "model.safetensors").exists():
@@ -103,46 +105,28 @@ def smollm2_target(dtype, device, progress=None, fast_matmul=True):
         tokenizer.save_pretrained(cached)
     _say(progress, f"loading SmolLM2-135M-Instruct from {cached}")
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype).to(device).eval()
-    model = thin_matmul_linears(model) if fast_matmul else model
     return model, AutoTokenizer.from_pretrained(cached)
 
 
-def _thin_linear_forward(self, x):
-    """y = x W^T computed as (W x^T)^T, with a single row doubled, for the few rows of a decoding step."""
-    flat = x.reshape(-1, x.shape[-1])
-    rows = flat.shape[0]
-    if rows > THIN_ROWS:
-        return torch.nn.functional.linear(x, self.weight, self.bias)
-    y = (self.weight @ (flat.repeat(2, 1) if rows == 1 else flat).T).T[:rows]
-    y = y if self.bias is None else y + self.bias
-    return y.reshape(*x.shape[:-1], y.shape[-1])
+def with_measured_kernels(pair, progress=None):
+    """On the CPU, both models' Linear layers use the product measured faster on this machine for each row count
+    (see kernels.py; measured once per machine and model shape, then cached)."""
+    if pair.target.device.type != "cpu":
+        return pair
+    path = cache_dir() / "kernel-choice.json"
+    if not path.exists():
+        _say(progress, "timing this CPU's two matrix-product paths on the target (once per machine)")
+    pair.kernels = choose_kernels(pair.target, path)
+    for model in (pair.target, pair.draft):
+        use_measured_kernels(model, pair.kernels["thin_rows"])
+    return pair
 
 
-THIN_ROWS = 16
-
-
-def thin_matmul_linears(model):
-    """On the CPU, route every Linear's 1-16-row products through ``W @ x^T`` (weights untouched).
-
-    Decoding multiplies one to gamma + 1 rows by each weight, where the BLAS's default path for
-    ``x @ W^T`` is slow here. Measured on this project's 2-core CPU for SmolLM2-135M, one cached forward:
-    1 row 41-49 -> 26.5 ms, 5 rows (a verification) 58-68 -> 43 ms. For one row the row is doubled, since
-    the BLAS's two-column kernel beats its one-column one. Only the summation order inside the BLAS can
-    differ from ``F.linear``; the engine and transformers' generate both run the patched modules."""
-    if model.device.type != "cpu":
-        return model
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear):
-            module.forward = types.MethodType(_thin_linear_forward, module)
-    return model
-
-
-def bundled_pair(dtype=None, device=None, progress=None, fast_matmul=True):
+def bundled_pair(dtype=None, device=None, progress=None):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
-    target, tokenizer = smollm2_target(dtype, device, progress, fast_matmul)
+    target, tokenizer = smollm2_target(dtype, device, progress)
     draft, meta = load_draft(target, BUNDLED_DRAFT)
-    draft = thin_matmul_linears(draft) if fast_matmul else draft
     layers = draft.config.num_hidden_layers
     return make_pair("bundled", target, draft, tokenizer,
                      f"SmolLM2-135M-Instruct (30 layers) <- distilled {layers}-layer draft (held-out 1 - TV "
@@ -171,7 +155,7 @@ def check_same_tokenizer(target_tok, draft_tok, target_id, draft_id):
                          "distributions token by token, so both models must share one vocabulary")
 
 
-def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_remote_code=False, fast_matmul=True):
+def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_remote_code=False):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     models = {}
@@ -183,21 +167,24 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
         except Exception as e:  # any loading failure becomes one clear message
             raise ValueError(f"could not load {role} model {model_id!r}: {type(e).__name__}: {e}") from e
         model = model.to(device).eval()
-        models[role] = (thin_matmul_linears(model) if fast_matmul else model, tokenizer)
+        models[role] = (model, tokenizer)
     check_same_tokenizer(models["target"][1], models["draft"][1], target_id, draft_id)
     return make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0], models["target"][1])
 
 
 def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False,
-              fast_matmul=True):
-    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``.
-    ``fast_matmul=False`` keeps transformers' own Linear path (the benchmarks' baseline)."""
+              measured_kernels=True):
+    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``. Real pairs on the
+    CPU use the matrix products measured faster here; ``measured_kernels=False`` keeps transformers' own path
+    (the benchmarks' baseline)."""
     if target is not None or draft is not None:
         if not (target and draft):
             raise ValueError("give both target= and draft= model ids")
-        return hub_pair(target, draft, dtype, device, progress, trust_remote_code, fast_matmul)
-    if name == "tiny":
+        pair = hub_pair(target, draft, dtype, device, progress, trust_remote_code)
+    elif name == "tiny":
         return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu")
-    if name in (None, "bundled"):
-        return bundled_pair(dtype, device, progress, fast_matmul)
-    raise ValueError(f"unknown pair {name!r}: use 'tiny', 'bundled', or target=/draft= model ids")
+    elif name in (None, "bundled"):
+        pair = bundled_pair(dtype, device, progress)
+    else:
+        raise ValueError(f"unknown pair {name!r}: use 'tiny', 'bundled', or target=/draft= model ids")
+    return with_measured_kernels(pair, progress) if measured_kernels else pair

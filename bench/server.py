@@ -1,0 +1,34 @@
+"""The explorer in its own process, as users run it (``python app.py``), for the benchmarks that measure it."""
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from tests.browser import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def app_process(pair, *args):
+    """The URL of ``python app.py --pair <pair>`` on a free loopback port, once it answers; stopped afterwards."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--pair", pair, "--port", str(port), *args],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(url, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            raise SystemExit("the app did not start within 5 minutes")
+        yield url
+    finally:
+        server.kill()
+        server.wait()
