@@ -1,4 +1,5 @@
 """What the controls mean for the engine: the alpha slider's range per rule, and the settings a run uses."""
+import json
 import math
 from dataclasses import dataclass
 
@@ -18,6 +19,20 @@ def alpha_slider_range(rule):
     lo = -OPEN_END if math.isinf(lo) else lo
     hi = OPEN_END if math.isinf(hi) else hi
     return lo, round(hi - BELOW_OPEN_TOP, 2) if record.upper_open else hi
+
+
+def cost_presets(path):
+    """(button label, c) for the cost ratios the benchmarks measured (bench/seed_pair.py writes them), rounded to
+    the slider's step; none where nothing was measured."""
+    if not path.exists():
+        return []
+    presets = []
+    for pair, record in json.loads(path.read_text()).items():
+        for path_name in ("eager", "compiled"):
+            if path_name in record:
+                c = round(min(max(record[path_name]["c"], 0.01), 1.0), 2)
+                presets.append((f"c = {c:.2f}: {pair}, {path_name}, measured on {record['device']}", c))
+    return presets
 
 
 def alpha_is_used(rule):

@@ -9,7 +9,7 @@ import gradio as gr
 from cascade_core import MAX_GAMMA, RULES
 
 from .callbacks import Handlers, Recoloured, View
-from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, rule_info
+from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, cost_presets, rule_info
 from .pairs import BUNDLED, CHOICES, SEED_PAIR, PairCache
 from .viz.format import rules_table
 from .viz.stats import speedup_markdown, stats_markdown
@@ -108,6 +108,8 @@ def build_app(pair_spec=None, public=None, pairs=None):
                         cost_ratio = gr.Slider(0.01, 1.0, value=DEFAULT_COST_RATIO, step=0.01,
                                                label="draft/target cost ratio c (time of one draft call / one target call)",
                                                elem_id="cost-ratio")
+                        presets = [gr.Button(label, size="sm", elem_classes=["cost-preset"])
+                                   for label, _ in cost_presets(ASSETS / "measured-costs.json")]
                         speedup = gr.Markdown(speedup_markdown(None, None, DEFAULT_COST_RATIO, None, None), elem_id="speedup")
                 with gr.Group(elem_id="inspector"):
                     inspector_text = gr.HTML(inspector_html(), elem_id="inspector-text")
@@ -138,6 +140,9 @@ def build_app(pair_spec=None, public=None, pairs=None):
                           cancels=[run_event, prompt_event, rule_event, *rerun_triggers], **quiet)
         alpha.input(handlers.recolour, [run_state, rule, alpha], live, trigger_mode="always_last", **instant)
         cost_ratio.input(handlers.update_speedup, [run_state, cost_ratio], speedup, **instant)
+        for button, (_, c) in zip(presets, cost_presets(ASSETS / "measured-costs.json")):
+            button.click(lambda c=c: c, None, cost_ratio, **instant).then(
+                handlers.update_speedup, [run_state, cost_ratio], speedup, **instant)
         answer.click(handlers.inspect, [run_state, rule, alpha], [inspector_text, inspector_plot], **instant)
         gr.api(handlers.api_run, api_name="run", concurrency_id="generate", concurrency_limit=1)
     return demo

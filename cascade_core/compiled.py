@@ -4,6 +4,8 @@ with CUDA graphs ("reduce-overhead"). A rejection rewinds a static cache's posit
 freeing memory. Prompts run eagerly; a short last block is padded to the compiled shape, and the padding's
 cache entries rewound at once.
 """
+from dataclasses import replace
+
 import torch
 from transformers import StaticCache
 
@@ -25,7 +27,6 @@ class CompiledModel:
 
 
 def compile_pair(pair):
-    """The pair with compiled forwards for both models (``pair.compiled``); the engine then decodes with static
-    caches. Compiling happens on each model's first call of each shape."""
-    pair.compiled = {"target": CompiledModel(pair.target), "draft": CompiledModel(pair.draft)}
-    return pair
+    """A copy of the pair (the same models) with compiled forwards for both (``pair.compiled``): the engine then
+    decodes with static caches. Compiling happens on each model's first call of each shape."""
+    return replace(pair, compiled={"target": CompiledModel(pair.target), "draft": CompiledModel(pair.draft)})

@@ -22,3 +22,20 @@ def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seco
     verification, against one target call per token."""
     block = (gamma + 1) * draft_seconds + verify_seconds
     return expected_tokens_per_call(acceptance, gamma) * target_seconds / block
+
+
+def fresh_run_calls(sources, rule, gamma, max_new_tokens):
+    """(target calls, draft calls) of a fresh run that emitted these sources. Blocks of gamma + 1 positions start at
+    position 0; each ends at its first replaced token, and which tokens are replaced does not depend on gamma or
+    on where a run resumed. A resumed run's own counters cover only what it regenerated, from blocks that start
+    where it resumed; this is what the whole text costs from scratch."""
+    n, target, draft, i = len(sources), 0, 0, 0
+    if rule in ("target", "draft"):  # one model alone: one call per token
+        return (n, 0) if rule == "target" else (0, n)
+    while i < n:
+        block = min(gamma + 1, max_new_tokens - i)  # the draft proposes this many tokens, the target scores them
+        target, draft = target + 1, draft + block
+        end = min(i + block, n)
+        j = next((k for k in range(i, end) if sources[k] == "replaced"), None)
+        i = end if j is None else j + 1
+    return target, draft

@@ -4,7 +4,7 @@ import csv
 import time
 from pathlib import Path
 
-from bench.engine_bench import forward_ms
+from bench.measure import forward_ms
 from bench.markdown import write_section
 from cascade_core import generate, load_pair
 from cascade_core.costs import expected_speedup

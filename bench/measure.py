@@ -1,0 +1,91 @@
+"""What the engine benchmarks measure besides tokens/s: peak memory, the memory's read bandwidth, weight bytes, and
+the time of one cached forward as the engine calls it."""
+import os
+import statistics
+import threading
+import time
+
+import torch
+
+from cascade_core.engine import CachedModel
+
+
+class PeakRSS:
+    """Peak resident memory above the starting level while the block runs (a sampling thread; on CUDA
+    the allocator's own peak)."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+
+    @staticmethod
+    def _rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            self.start = torch.cuda.memory_allocated()
+            return self
+        self.start = self.peak = self._rss()
+        self.running = True
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+        return self
+
+    def _poll(self):
+        while self.running:
+            self.peak = max(self.peak, self._rss())
+            time.sleep(0.01)
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self.peak = torch.cuda.max_memory_allocated()
+        else:
+            self.running = False
+            self.thread.join()
+        self.mb = (self.peak - self.start) / 2**20
+
+
+def read_bandwidth(device, gib=1.0, repeats=5):
+    """Measured read bandwidth in bytes/s of the memory the weights live in (host RAM or the GPU's), over a
+    buffer far larger than the caches, two ways: 'stream', the best of a vectorised sum (what the memory can
+    deliver), and 'gemv', the best of a matrix-vector product (what the BLAS reaches on the operation
+    decoding is made of)."""
+    x = torch.ones(int(gib * 2**30 / 4), device=device)
+    w, v = x.view(-1, 1024), torch.ones(1024, device=device)
+    return {name: x.numel() * 4 / min(timed(fn) for _ in range(repeats))
+            for name, fn in (("stream", lambda: x.sum()), ("gemv", lambda: w.mv(v)))}
+
+
+def timed(fn):
+    """Wall seconds of fn, GPU work included: CUDA calls return once queued, so wait for the queue on both sides."""
+    _sync()
+    start = time.perf_counter()
+    fn()
+    _sync()
+    return time.perf_counter() - start
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def weight_bytes(model):
+    """Bytes of weights read per decoded token: every parameter once (a tied head counts once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def forward_ms(model, vocab, n_tokens=1, repeats=9, compiled=None):
+    """Median milliseconds of one cached forward over n_tokens new tokens after a 32-token context, as the engine
+    calls it (``compiled``: the static-cache path; its first call, which compiles, is not timed)."""
+    times = []
+    with torch.inference_mode():
+        call = CachedModel(model, "model", vocab, {"model_calls": 0, "model_seconds": 0.0}, compiled, 64, n_tokens)
+        call.prefill(list(range(1, 33)))
+        for i in range(repeats + 1):
+            seconds = timed(lambda: call([5] * n_tokens))
+            call.crop(n_tokens)
+            times += [seconds] * (i > 0)
+    return 1000 * statistics.median(times)
