@@ -6,7 +6,8 @@ import sys
 
 from app import build_app, launch
 from app.layout import default_pair_spec, on_space
-from app.pairs import PairCache, pair_spec
+from app.pairs import PairCache
+from cascade_core.models import pair_spec
 
 
 def parse_args(argv=None):

@@ -5,8 +5,8 @@ import threading
 from collections import OrderedDict
 
 from cascade_core import load_pair
+from cascade_core.models import BUNDLED, TINY, normalised, parse_pair
 
-TINY, BUNDLED = "tiny", "bundled"
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 CHOICES = [
     ("bundled: SmolLM2-135M-Instruct, distilled 4-layer draft (offline)", BUNDLED),
@@ -19,29 +19,6 @@ PUBLIC_MODEL_IDS = frozenset({
     "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B",
     "HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct",
 })
-
-
-def pair_spec(draft, target):
-    return f"{draft} -> {target}"
-
-
-def parse_pair(spec):
-    """load_pair keyword arguments for 'tiny', 'bundled' or 'draft_id -> target_id' (spaces around ids ignored)."""
-    if not isinstance(spec, str):
-        raise ValueError(f"model pair must be text such as 'bundled' or 'draft_id -> target_id', got {spec!r}")
-    spec = spec.strip()
-    if spec in (TINY, BUNDLED):
-        return {"name": spec}
-    draft, arrow, target = spec.partition("->")
-    if not arrow or not draft.strip() or not target.strip():
-        raise ValueError(f"model pair {spec!r} not understood: pick one from the list or write 'draft_id -> target_id'")
-    return {"draft": draft.strip(), "target": target.strip()}
-
-
-def normalised(spec):
-    """One spelling per pair, so that ' bundled' and 'bundled  ' share one loaded copy."""
-    ids = parse_pair(spec)
-    return ids["name"] if "name" in ids else pair_spec(ids["draft"], ids["target"])
 
 
 def check_public(spec):

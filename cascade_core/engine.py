@@ -55,13 +55,23 @@ class CachedModel:
         self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, counters
         self.compiled, self.block = compiled, block
         self.cache = compiled.cache(cache_length) if compiled else DynamicCache(config=model.config)
+        self.unseen = []  # tokens a sequential cascade emitted without this model; it reads them on its next call
+        self.origin = time.perf_counter()
+
+    def _log(self, kind, start):
+        """[role or 'role prefill', start, end] in seconds since the generation began: the run's timeline."""
+        end = time.perf_counter()
+        self.counters.setdefault("timeline", []).append([kind, start - self.origin, end - self.origin])
 
     def prefill(self, ids):
+        start = time.perf_counter()
         forward(self.model, self.cache, ids, self.vocab_size, logits_to_keep=1)
+        self._log(f"{self.role} prefill", start)
 
     def __call__(self, ids):
-        start = time.perf_counter()
-        if self.compiled is None:
+        start, requested = time.perf_counter(), len(ids)
+        ids, self.unseen = self.unseen + ids, []
+        if self.compiled is None or len(ids) > self.block:
             logits = forward(self.model, self.cache, ids, self.vocab_size)  # its NaN check waits for CUDA: real time
         else:
             pad = self.block - len(ids)
@@ -70,7 +80,8 @@ class CachedModel:
             self.crop(pad)
         self.counters[f"{self.role}_seconds"] += time.perf_counter() - start
         self.counters[f"{self.role}_calls"] += 1
-        return logits
+        self._log(self.role, start)
+        return logits[-requested:]
 
     def crop(self, n_tokens):
         if n_tokens:
@@ -80,8 +91,8 @@ class CachedModel:
 class Decoding:
     """The state of one generation: the settings, both cached models, the last token, the trace being built."""
 
-    def __init__(self, pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos):
-        self.trace, self.rule, self.alpha, self.gamma = trace, rule, alpha, gamma
+    def __init__(self, pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential):
+        self.trace, self.rule, self.alpha, self.gamma, self.sequential = trace, rule, alpha, gamma, sequential
         self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
         self.eos = pair.eos_token_ids if stop_at_eos else set()
         counters = trace.counters
@@ -90,7 +101,7 @@ class Decoding:
         compiled = pair.compiled or {}
         length = len(trace.prompt_ids) + max_new_tokens + gamma + 1
         self.target = CachedModel(pair.target, "target", pair.vocab_size, counters, compiled.get("target"), length,
-                                  block=1 if rule == "target" else gamma + 1) if rule != "draft" else None
+                                  block=1 if rule == "target" or sequential else gamma + 1) if rule != "draft" else None
         self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"),
                                  length) if rule != "target" else None
 
@@ -104,11 +115,16 @@ class Decoding:
         self.trace.counters["prefill_seconds"] = time.perf_counter() - start
 
     def step(self):
-        """One block: gamma + 1 positions (fewer at the end), with their position-keyed uniforms."""
+        """One block: gamma + 1 positions (fewer at the end; one for baselines and sequential cascades), with their
+        position-keyed uniforms."""
         start = len(self.trace.positions)
-        n = min(self.gamma + 1, self.max_new_tokens - start)
+        baseline = RULES[self.rule].kind == "baseline"
+        n = 1 if baseline or self.sequential else min(self.gamma + 1, self.max_new_tokens - start)
         uniforms = position_uniforms(self.seed, range(start, start + n))
-        block = plain_block(self, uniforms[:1]) if RULES[self.rule].kind == "baseline" else cascade_block(self, uniforms)
+        if baseline:
+            block = plain_block(self, uniforms)
+        else:
+            block = sequential_block(self, uniforms) if self.sequential else cascade_block(self, uniforms)
         self.trace.add_block(block, self.eos, self.max_new_tokens)
         self.last = self.trace.tokens[-1]
 
@@ -147,6 +163,23 @@ def cascade_block(run, uniforms):
                  verdict.accept_prob[:m])
 
 
+def sequential_block(run, uniforms):
+    """One position of a token-level sequential cascade, the way a cascade runs without speculation: the draft
+    proposes x from q; the target is called for this one position only where the rule needs it (where it defers,
+    and, for every rule that reads p, to decide at all). Its randomness is cascade_block's, so its tokens are
+    the speculative cascade's; only the cost differs."""
+    x, q_untempered, q = propose(run.draft, run.last, uniforms[:1], run.temperature)
+    rule = RULES[run.rule]
+    if rule.decides_on_q and not bool(rule.defers(Distributions(q, None, q_untempered), run.alpha)):
+        run.target.unseen.append(run.last)  # the target reads this position when it is next called
+        return Block(run.trace.counters["draft_calls"] - 1, x, x, ["accepted"], Distributions(q, None, q_untempered))
+    p_untempered, p = untempered_and_tempered(run.target([run.last]).to(q.dtype), run.temperature)
+    d = Distributions(q, p, q_untempered, p_untempered, greedy=run.temperature == 0)
+    verdict = verify(run.rule, d, torch.tensor(x, device=q.device), run.alpha, uniforms[:1])
+    token = x if verdict.kept else [verdict.correction]
+    return Block(run.trace.counters["target_calls"] - 1, x, token, verdict.sources(), d, verdict.accept_prob)
+
+
 def plain_block(run, uniforms):
     """A baseline: one token sampled from the target (target-only) or the draft (draft-only) alone, with the
     position's draft uniform."""
@@ -159,13 +192,15 @@ def plain_block(run, uniforms):
 
 
 def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64,
-           chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True):
+           chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True, sequential=False):
     """Generate with a speculative cascade, yielding the growing Trace after every block.
 
     ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the app's re-runs after
     an alpha change): with position-keyed randomness the result equals a fresh run whenever those k tokens
     are what the new setting would emit, which ``Trace.recolour`` establishes. ``details=False`` skips the
-    per-position records only the explorer reads (a* of every rule, top-10 lists, proposal texts)."""
+    per-position records only the explorer reads (a* of every rule, top-10 lists, proposal texts).
+    ``sequential=True`` runs the token-level sequential cascade instead (one position at a time, the target only
+    where the rule needs it): the same tokens, another cost."""
     get_rule(rule)
     if resume is not None:
         old, k = resume
@@ -182,10 +217,11 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
                                                               max_new_tokens)
     r = RULES[rule]
     settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed, details=details,
+                    sequential=sequential,
                     max_new_tokens=max_new_tokens, chat=chat, pair=pair.name, alpha_range=r.alpha_range)
     trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix),
                   detokenizer=Detokenizer(pair.tokenizer))
-    run = Decoding(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos)
+    run = Decoding(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential)
     if prefix and (prefix[-1]["token"] in run.eos or len(prefix) >= max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in run.eos else "max_new_tokens"
         yield trace

@@ -172,6 +172,33 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
     return make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0], models["target"][1])
 
 
+TINY, BUNDLED = "tiny", "bundled"
+
+
+def pair_spec(draft, target):
+    return f"{draft} -> {target}"
+
+
+def parse_pair(spec):
+    """A pair spec, the way the app's menu and the sweeps name a pair ('tiny', 'bundled' or 'draft_id ->
+    target_id', spaces around ids ignored), as load_pair's keyword arguments."""
+    if not isinstance(spec, str):
+        raise ValueError(f"model pair must be text such as 'bundled' or 'draft_id -> target_id', got {spec!r}")
+    spec = spec.strip()
+    if spec in (TINY, BUNDLED):
+        return {"name": spec}
+    draft, arrow, target = spec.partition("->")
+    if not arrow or not draft.strip() or not target.strip():
+        raise ValueError(f"model pair {spec!r} not understood: pick one from the list or write 'draft_id -> target_id'")
+    return {"draft": draft.strip(), "target": target.strip()}
+
+
+def normalised(spec):
+    """One spelling per pair, so that ' bundled' and 'bundled  ' share one loaded copy."""
+    ids = parse_pair(spec)
+    return ids["name"] if "name" in ids else pair_spec(ids["draft"], ids["target"])
+
+
 def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False,
               measured_kernels=True):
     """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``. Real pairs on the

@@ -172,6 +172,7 @@ class Rule:
     upper_open: bool = False  # alpha must stay below the range's top
     lenience: bool = False  # alpha is the acceptance's lenience (lossy)
     alpha_used: bool = True
+    decides_on_q: bool = False  # its decision reads the draft alone (a sequential cascade calls p only to defer)
 
     @property
     def summary(self):
@@ -209,7 +210,7 @@ ANY = (-math.inf, math.inf)
 RULES = {rule.name: rule for rule in (
     Rule("chow", "position", "defer when the draft is unsure", "max q < 1 - alpha", "1 - max q", (0.0, 1.0),
          "how unsure the draft may be before the target is asked", "Chow's rule, Eq. (2)", chow_a_star,
-         pi_per_position, ("max q", _read("max_q")), ("1 - alpha", lambda pos, a: 1 - a)),
+         pi_per_position, ("max q", _read("max_q")), ("1 - alpha", lambda pos, a: 1 - a), decides_on_q=True),
     Rule("diff", "position", "defer when the target is surer than the draft", "max q < max p - alpha",
          "max p - max q", (-1.0, 1.0), "how much surer than the draft the target must be", "Eq. (5)", diff_a_star,
          pi_per_position, ("max q", _read("max_q")), ("max p - alpha", lambda pos, a: pos["max_p"] - a)),

@@ -4,7 +4,6 @@ The engine hands every verified block to ``Trace.add_block``; the per-position r
 the top-10 of q and p, token texts) are built here, and callers that need only tokens ask for ``details=False``.
 """
 import json
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -80,12 +79,10 @@ def block_records(block, rule, detokenizer, details=True):
     x = torch.tensor(block.proposals, device=ref.device)
     tokens = torch.tensor(block.tokens, device=ref.device)
     both = d.q is not None and d.p is not None
-    if not both:  # a baseline: one model, whose own rule always (target) or never (draft) defers
-        a_star = [{rule: math.inf if d.p is not None else -math.inf}] * m
-    elif details:
+    if details and both:
         stars = {name: a.tolist() for name, a in critical_alphas(d, x).items()}
         a_star = [{name: values[i] for name, values in stars.items()} for i in range(m)]
-    else:
+    else:  # the run's own rule only (a baseline's always or never defers; a sequential chow step has no p)
         a_star = [{rule: a} for a in RULES[rule].a_star_at(d, x).tolist()]
     columns = dict(a_star=a_star, accept_prob=_column(block.accept_prob, m),
                    max_p=_column(None if d.p is None else d.p_untempered.max(-1).values, m),

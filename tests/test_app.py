@@ -8,7 +8,8 @@ from gradio_client import Client
 
 from app.callbacks import Handlers, Run, View
 from app.controls import Settings, alpha_slider_range
-from app.pairs import PairCache, check_public, parse_pair
+from app.pairs import PairCache, check_public
+from cascade_core.models import parse_pair
 from cascade_core import Trace, generate, load_pair
 
 TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio"}

@@ -68,3 +68,28 @@ def test_trace_json_round_trip(tiny64, prompt_ids):
     assert back.tokens == trace.tokens and back.sources == trace.sources
     assert back.positions[0]["a_star"]["lossless"] == float("inf")
     assert back.recolour("lossless", 0.0) == (trace.sources, None)
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if RULES[r].kind != "baseline"])
+def test_sequential_cascade_emits_the_speculative_cascades_tokens(tiny64, prompt_ids, references, rule):
+    """One position at a time, the target only where needed: the same tokens as the reference, another cost."""
+    kwargs = dict(prompt_ids=prompt_ids, rule=rule, alpha=ALPHA[rule], temperature=1.0, seed=7, max_new_tokens=N)
+    sequential = generate(tiny64, sequential=True, **kwargs)
+    assert sequential.tokens == references[rule, 1.0]
+    assert sequential.sources == generate(tiny64, gamma=4, **kwargs).sources
+    calls = sequential.stats
+    assert calls["draft_calls"] == len(sequential.tokens)
+    if RULES[rule].decides_on_q:  # chow asks the target only where it defers
+        assert calls["target_calls"] == sum(s != "accepted" for s in sequential.sources) < len(sequential.tokens)
+    else:
+        assert calls["target_calls"] == len(sequential.tokens)
+
+
+def test_every_call_is_on_the_timeline(tiny64, prompt_ids):
+    trace = generate(tiny64, prompt_ids=prompt_ids, rule="v3", alpha=0.6, gamma=3, seed=1, max_new_tokens=20)
+    timeline = trace.counters["timeline"]
+    roles = [kind for kind, _, _ in timeline]
+    assert roles.count("target") == trace.stats["target_calls"] and roles.count("draft") == trace.stats["draft_calls"]
+    assert {"target prefill", "draft prefill"} <= set(roles)
+    assert all(0 <= start <= end for _, start, end in timeline)
+    assert [start for _, start, _ in timeline] == sorted(start for _, start, _ in timeline)

@@ -1,0 +1,59 @@
+"""How fast a sweep runs: 8 prompts x 5 rules x 6 alphas x 48 tokens on one pair, without prefix sharing, with it,
+and with it on a local Ray instance (one worker per core); rows per minute for each, written to docs/sweeps.md.
+
+    HF_HUB_OFFLINE=1 python bench/sweep_speed.py [--pair bundled]
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.markdown import write_section  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
+from sweeps import load_prompts, sweep  # noqa: E402
+from sweeps.sweep import load_named_pair  # noqa: E402
+
+RULES = ["chow", "diff", "opt", "v3", "lossy"]
+
+
+def eight_prompts():
+    """The first prompt of each category of the bundled set, then the next ones, to 8."""
+    prompts = load_prompts(ROOT / "assets" / "prompts" / "default.jsonl")
+    firsts = list({p["category"]: p for p in reversed(prompts)}.values())[::-1]
+    return (firsts + [p for p in prompts if p not in firsts])[:8]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", default="bundled")
+    parser.add_argument("--tokens", type=int, default=48)
+    args = parser.parse_args()
+    prompts = eight_prompts()
+    pair = load_named_pair(args.pair)
+    settings = dict(gamma=4, temperature=1.0, max_new_tokens=args.tokens)
+    results = {}
+    for name, options in (("in-process, no prefix sharing", dict(share_prefix=False, pair=pair)),
+                          ("in-process, prefix sharing", dict(pair=pair)),
+                          ("Ray, 2 local workers, prefix sharing", dict(ray=True))):
+        start = time.perf_counter()
+        rows = sweep(args.pair, prompts, RULES, "auto:6", [0], **options, **settings)
+        seconds = time.perf_counter() - start
+        results[name] = (seconds, len(rows), sum(r["tokens"] for r in rows), sum(r["generated_tokens"] for r in rows))
+        print(name, results[name], flush=True)
+    lines = [f"## Sweep speed: {args.pair} pair, 8 prompts x {len(RULES)} rules x 6 alphas x {args.tokens} tokens", "",
+             f"`python bench/sweep_speed.py --pair {args.pair}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}; "
+             f"rules {', '.join(RULES)}, alphas auto:6, gamma 4, T = 1, seed 0; the pilot run that places the alphas "
+             "is included in each time.", "",
+             "| how | wall time | rows | rows / minute | tokens in the rows | tokens generated |", "|---|---|---|---|---|---|"]
+    for name, (seconds, rows, tokens, generated) in results.items():
+        lines.append(f"| {name} | {seconds / 60:.1f} min | {rows} | {rows / seconds * 60:.1f} | {tokens} | {generated} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    write_section(ROOT / "docs" / "sweeps.md", text, "## Sweep speed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Four ways to spend a draft and a target on one prompt, each run for real and timed call by call:
+
+1. a cascade in the usual sense: the draft answers in full; if its confidence (mean max q over its tokens) is
+   below a threshold, the target answers again from scratch;
+2. speculative decoding (lossless): the target's exact distribution, verified in blocks;
+3. the speculative cascade with a rule and alpha;
+4. the token-level sequential cascade with the same rule: one position at a time, the target only where the rule
+   needs it. Its tokens are (3)'s; only the cost differs.
+"""
+from .engine import generate
+
+STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
+
+
+def lane(name, traces, extra=None):
+    """One strategy's calls on a shared clock (later traces start where earlier ones ended), its text and totals."""
+    calls, offset = [], 0.0
+    for trace in traces:
+        calls += [[role, start + offset, end + offset] for role, start, end in trace.counters.get("timeline", [])]
+        offset += trace.counters["wall_seconds"]  # prefill included
+    final = traces[-1]
+    totals = dict(seconds=offset, tokens=len(final.positions),
+                  target_calls=sum(t.stats["target_calls"] for t in traces),
+                  draft_calls=sum(t.stats["draft_calls"] for t in traces), **(extra or {}))
+    return dict(name=name, calls=calls, text=final.text, positions=final.positions, sources=final.sources,
+                totals=totals)
+
+
+def run_strategies(pair, prompt, rule, alpha, threshold, **settings):
+    """The four lanes (see the module's docstring) for one prompt; ``settings``: gamma, temperature, seed,
+    max_new_tokens as for generate."""
+    drafted = generate(pair, prompt, rule="draft", alpha=0.0, **settings)
+    confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
+    cascade = [drafted] + ([generate(pair, prompt, rule="target", alpha=0.0, **settings)]
+                           if confidence < threshold else [])
+    return [
+        lane("cascade", cascade, dict(confidence=confidence, threshold=threshold, deferred=len(cascade) > 1)),
+        lane("speculative decoding", [generate(pair, prompt, rule="lossless", alpha=0.0, **settings)]),
+        lane("speculative cascade", [generate(pair, prompt, rule=rule, alpha=alpha, **settings)]),
+        lane("sequential cascade", [generate(pair, prompt, rule=rule, alpha=alpha, sequential=True, **settings)]),
+    ]

@@ -1,0 +1,52 @@
+"""One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
+import time
+
+from cascade_core import RULES, generate
+from cascade_core.costs import expected_speedup, fresh_run_calls
+
+from .quality import exact_match, rouge_l, target_nll, target_probabilities
+
+TIMING_FIELDS = ("wall_seconds", "cost_ratio", "projected_speedup")
+
+
+def run_chain(pair, item, rule, alphas, seed, gamma, temperature, max_new_tokens, share_prefix=True):
+    """Rows for one (prompt, rule, seed), alphas in increasing order. With ``share_prefix`` each run after the
+    first resumes from the first token whose decision flips under its alpha (Trace.recolour); position-keyed
+    randomness makes that exact, so its row equals a fresh run's (costs included: see fresh_run_calls)."""
+    rows, previous = [], None
+    settings = dict(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, details=False)
+    for alpha in alphas:
+        value = 0.0 if alpha is None else alpha
+        start = time.perf_counter()
+        if share_prefix and previous is not None:
+            _, k = previous.recolour(rule, value)
+            trace = generate(pair, rule=rule, alpha=value, resume=(previous, len(previous.positions) if k is None else k),
+                             **settings)
+        else:
+            trace = generate(pair, item["prompt"], rule=rule, alpha=value, **settings)
+        rows.append(row(pair, item, trace, alpha, time.perf_counter() - start))
+        previous = trace
+    return rows
+
+
+def row(pair, item, trace, alpha, seconds):
+    """A sweep row: what was asked, what came out, what it cost and how good it is."""
+    s = trace.settings
+    rule, gamma, n = s["rule"], s["gamma"], len(trace.positions)
+    target_calls, draft_calls = fresh_run_calls(trace.sources, rule, gamma, s["max_new_tokens"])
+    if rule == "draft":  # the target never ran: score the text with one target pass
+        p_tokens, top1 = target_probabilities(pair, trace.prompt_ids, trace.tokens)
+    else:
+        p_tokens = [pos["p_token"] for pos in trace.positions]
+        top1 = [pos["p_token"] >= pos["max_p"] for pos in trace.positions]
+    cascade = RULES[rule].kind != "baseline"
+    acceptance = sum(src != "replaced" for src in trace.sources) / n if cascade and n else None
+    c = trace.stats["cost_ratio"]
+    return dict(prompt_id=item["prompt_id"], category=item["category"], rule=rule, alpha=alpha, seed=s["seed"],
+                gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text, target_calls=target_calls,
+                draft_calls=draft_calls, acceptance_rate=acceptance, deferral_rate=trace.stats["deferral_rate"],
+                wall_seconds=seconds, cost_ratio=c,
+                projected_speedup=expected_speedup(acceptance, gamma, c, gamma + 1) if cascade and c else None,
+                target_nll=target_nll(p_tokens), target_top1=sum(top1) / n if n else None,
+                rouge_l=rouge_l(trace.text, item["reference"]), exact_match=exact_match(trace.text, item["answer"]),
+                generated_tokens=trace.stats["new_tokens"])

@@ -1,0 +1,95 @@
+"""The frontier as plotly figures: quality against cost, a line per rule through its alphas, the Pareto front marked.
+Used by the sweep's report and by the explorer's Trade-off tab."""
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from cascade_core.costs import expected_speedup
+
+# Okabe-Ito and friends: one colour per rule, the same in every figure.
+RULE_COLOURS = {"lossless": "#000000", "lossy": "#999999", "chow": "#E69F00", "diff": "#56B4E9", "opt": "#009E73",
+                "v1": "#F0E442", "v2": "#CC79A7", "v3": "#0072B2", "bild": "#D55E00", "target": "#444444",
+                "draft": "#BBBBBB"}
+X_AXES = {"calls": "target calls per token (lower is cheaper)", "speedup": "projected speed-up over the target alone"}
+QUALITY = {"target_nll": "target NLL (lower is better)", "rouge_l": "ROUGE-L F1 (higher is better)",
+           "exact_match": "exact match (higher is better)"}
+
+
+def points(summary, x, quality, c):
+    """(rule, alpha, x, y, hover) per summary row that has the quality measure."""
+    out = []
+    for s in summary:
+        y = s.get(f"{quality}_mean")
+        if y is None:
+            continue
+        if x == "calls":
+            value = s["target_calls_per_token_mean"]
+        else:
+            acceptance = s.get("acceptance_rate_mean")
+            value = 1.0 if s["rule"] == "target" else None if acceptance is None else \
+                expected_speedup(acceptance, s["gamma"], c, s["gamma"] + 1)  # the spec's cost model at c
+        if value is None:
+            continue
+        alpha = "-" if s["alpha"] is None else f"{s['alpha']:g}"
+        interval = s.get(f"{quality}_ci")
+        hover = (f"{s['rule']} alpha {alpha}<br>{QUALITY[quality]}: {y:.3f}"
+                 + (f" ± {interval:.3f}" if interval else "") + f"<br>{X_AXES[x]}: {value:.3f}"
+                 f"<br>deferral {s.get('deferral_rate_mean', 0) or 0:.2f}, n = {s['n']}")
+        out.append(dict(rule=s["rule"], alpha=s["alpha"], x=value, y=y, ci=interval, hover=hover))
+    return out
+
+
+def pareto(pts, x, quality):
+    """The points no other point beats on both axes (cheaper or faster, and better), in x order."""
+    lower_is_better = quality == "target_nll"
+    cheaper = (lambda a, b: a <= b) if x == "calls" else (lambda a, b: a >= b)
+    better = (lambda a, b: a <= b) if lower_is_better else (lambda a, b: a >= b)
+    front = [p for p in pts if not any(cheaper(o["x"], p["x"]) and better(o["y"], p["y"]) and
+                                       (o["x"], o["y"]) != (p["x"], p["y"]) for o in pts)]
+    return sorted(front, key=lambda p: p["x"])
+
+
+def frontier_traces(pts, front, show_legend=True):
+    traces = []
+    for rule in dict.fromkeys(p["rule"] for p in pts):
+        mine = sorted((p for p in pts if p["rule"] == rule), key=lambda p: (p["alpha"] is None, p["alpha"] or 0))
+        traces.append(go.Scatter(
+            x=[p["x"] for p in mine], y=[p["y"] for p in mine], mode="lines+markers", name=rule, legendgroup=rule,
+            showlegend=show_legend, line=dict(color=RULE_COLOURS.get(rule, "#333"), width=2),
+            marker=dict(size=8), error_y=dict(array=[p["ci"] or 0 for p in mine], thickness=1, width=3),
+            customdata=[[rule, p["alpha"]] for p in mine], text=[p["hover"] for p in mine],
+            hovertemplate="%{text}<extra></extra>"))
+    traces.append(go.Scatter(x=[p["x"] for p in front], y=[p["y"] for p in front], mode="lines+markers",
+                             name="Pareto front", legendgroup="front", showlegend=show_legend,
+                             line=dict(color="#D55E00", dash="dot", width=1.5),
+                             marker=dict(size=16, symbol="circle-open", color="#D55E00", line=dict(width=2)),
+                             hoverinfo="skip"))
+    return traces
+
+
+def frontier_figure(summary, x="calls", quality="target_nll", c=0.25, title=None):
+    pts = points(summary, x, quality, c)
+    fig = go.Figure(frontier_traces(pts, pareto(pts, x, quality)))
+    fig.update_layout(template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
+                      title=dict(text=title or f"{QUALITY[quality]} against {X_AXES[x]}"
+                                 + (f" (cost ratio c = {c:g})" if x == "speedup" else ""), font=dict(size=14)),
+                      xaxis=dict(title=X_AXES[x]), yaxis=dict(title=QUALITY[quality]),
+                      legend=dict(orientation="h", y=-0.18))
+    return fig
+
+
+def category_figure(summaries, x="calls", quality="target_nll", c=0.25):
+    """One small frontier per category (``summaries``: {category: summary rows})."""
+    names = list(summaries)
+    cols = min(3, len(names)) or 1
+    fig = make_subplots(rows=math.ceil(len(names) / cols) or 1, cols=cols, subplot_titles=names,
+                        horizontal_spacing=0.07, vertical_spacing=0.12)
+    for i, name in enumerate(names):
+        pts = points(summaries[name], x, quality, c)
+        for trace in frontier_traces(pts, pareto(pts, x, quality), show_legend=i == 0):
+            fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
+    fig.update_layout(template="plotly_white", height=320 * math.ceil(len(names) / cols), showlegend=True,
+                      title=dict(text=f"By category: {QUALITY[quality]} against {X_AXES[x]}", font=dict(size=14)),
+                      margin=dict(l=50, r=20, t=80, b=40))
+    return fig

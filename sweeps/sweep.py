@@ -1,0 +1,93 @@
+"""The quality/cost frontier of rules over a prompt set: every (prompt, rule, alpha, seed), in-process or on Ray."""
+from cascade_core import RULES, generate, get_rule, load_pair
+from cascade_core.models import parse_pair
+from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
+
+from .alphas import alphas_per_rule, check_alphas, parse_alphas
+from .chain import run_chain
+from .store import SweepFolder
+
+PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
+
+
+def load_named_pair(pair_spec):
+    """The pair a spec names; any failure to load it is one sentence."""
+    try:
+        return load_pair(**parse_pair(pair_spec), progress=lambda m: None)
+    except ValueError:
+        raise
+    except Exception as error:  # a broken download, a missing file: say which pair and why
+        raise ValueError(f"the pair {pair_spec!r} could not be loaded: {type(error).__name__}: {error}") from None
+
+
+def chain_key(row):
+    return row["prompt_id"], row["rule"], row["seed"]
+
+
+def pilot_positions(pair, prompts, gamma, temperature, max_new_tokens):
+    """Positions of one lossless run per prompt (seed 0), each holding a* of every rule."""
+    return [pos for item in prompts for pos in generate(
+        pair, item["prompt"], rule=PILOT_RULE, alpha=0.0, gamma=gamma, temperature=temperature, seed=0,
+        max_new_tokens=max_new_tokens).positions]
+
+
+def check(rules, seeds, gamma, temperature, max_new_tokens):
+    for rule in rules:
+        get_rule(rule)
+    if not rules:
+        raise ValueError(f"rules: name at least one of {', '.join(RULES)}")
+    if not seeds:
+        raise ValueError("seeds: give at least one seed")
+    for seed in seeds:
+        whole_number(seed, "seed", 0, 2**63 - 1)
+    whole_number(gamma, "gamma", 1, MAX_GAMMA)
+    temperature_value(temperature)
+    whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+
+
+def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, temperature=1.0, max_new_tokens=64,
+          share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None):
+    """Rows, one per (prompt, rule, alpha, seed) (see chain.row for the keys). ``prompts``: dicts as load_prompts
+    makes them; ``alphas``: 'auto:N' or a list, checked against each rule's range; ``out``: a folder that keeps
+    rows.jsonl (resumable) and sweep.json; ``ray``/``ray_address``: run the chains on a local Ray instance or an
+    existing cluster; ``progress(done, total, rows)``: called as chains finish; ``pair``: an already loaded pair
+    (in-process only)."""
+    rules, seeds = list(rules), list(seeds)
+    check(rules, seeds, gamma, temperature, max_new_tokens)
+    alphas = parse_alphas(alphas)
+    check_alphas(rules, alphas)
+    parse_pair(pair_spec)
+    settings = dict(pair=pair_spec, rules=rules, alphas=alphas, seeds=seeds, gamma=gamma, temperature=temperature,
+                    max_new_tokens=max_new_tokens, prompts=[p["prompt_id"] for p in prompts])
+    folder = SweepFolder(out, settings) if out else None
+    pair = pair or load_named_pair(pair_spec)
+    needs_pilot = alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules)
+    positions = pilot_positions(pair, prompts, gamma, temperature, max_new_tokens) if needs_pilot else []
+    per_rule = alphas_per_rule(rules, alphas, positions)
+    chains = [(item, rule, seed) for item in prompts for rule in rules for seed in seeds]
+    done = {}
+    for row in folder.finished_rows() if folder else []:
+        done.setdefault(chain_key(row), []).append(row)
+    done = {key: rows for key, rows in done.items() if [r["alpha"] for r in rows] == per_rule[key[1]]}
+    if folder:
+        folder.rewrite([r for item, rule, seed in chains for r in done.get((item["prompt_id"], rule, seed), [])])
+    todo = [chain for chain in chains if (chain[0]["prompt_id"], chain[1], chain[2]) not in done]
+    run_settings = dict(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens, share_prefix=share_prefix)
+
+    def finished(rows):
+        done[chain_key(rows[0])] = rows
+        if folder:
+            folder.append(rows)
+        if progress:
+            progress(len(done), len(chains), rows)
+
+    if ray or ray_address:
+        from .distributed import run_on_ray
+
+        run_on_ray(pair_spec, [(item, rule, per_rule[rule], seed) for item, rule, seed in todo], run_settings,
+                   ray_address, finished)
+    else:
+        for item, rule, seed in todo:
+            finished(run_chain(pair, item, rule, per_rule[rule], seed, **run_settings))
+    return [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
+
