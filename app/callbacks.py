@@ -60,17 +60,20 @@ def status_only(message):
     return View(*(gr.skip(),) * 6, status=message)
 
 
-def warns_in_page(fn):
-    """For the page's streaming handlers: the engine raises ValueError for bad input (and failed loads);
-    show it as a warning toast and in the status line, and leave the answer and plots as they were."""
-    @functools.wraps(fn)
-    def generator(*args, **kwargs):
-        try:
-            yield from fn(*args, **kwargs)
-        except ValueError as error:
-            gr.Warning(str(error))
-            yield status_only(f"⚠️ {error}")
-    return generator
+def warns_in_page(status_view):
+    """For the page's streaming handlers: the engine raises ValueError for bad input (and failed loads); show it
+    as a warning toast and in the status line (``status_view(message)``: the handler's outputs with only the
+    status set), leaving everything else on the page as it was."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except ValueError as error:
+                gr.Warning(str(error))
+                yield status_view(f"⚠️ {error}")
+        return generator
+    return decorate
 
 
 def raises_for_client(fn):
@@ -186,7 +189,7 @@ class Handlers:
                               with_figures=trace.finished)
             yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view
 
-    @warns_in_page
+    @warns_in_page(status_only)
     @gpu
     def run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Run from scratch, streaming block by block."""
@@ -194,7 +197,7 @@ class Handlers:
         loaded = yield from self._load(s.pair_spec)
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
 
-    @warns_in_page
+    @warns_in_page(status_only)
     @gpu
     def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Regenerate what the new settings change: from the first flipped token after a rule/alpha

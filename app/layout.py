@@ -1,35 +1,20 @@
-"""The page: controls on the left, the streamed answer with its legend and stats on the right, the
-inspector and the plots below, and a "How to read this" panel."""
-import json
+"""The page: a title and five tabs (Explore, Compare, Trade-off, Sandbox, Strategies), each with its API; and
+launching it."""
 import os
-from pathlib import Path
 
 import gradio as gr
 
-from cascade_core import MAX_GAMMA, RULES
+from .callbacks import Handlers
+from .compare import CompareHandlers, build_compare
+from .explore import build_explore
+from .options import ASSETS, INSTANT
+from .pairs import BUNDLED, SEED_PAIR, PairCache
+from .sandbox import SandboxHandlers, build_sandbox
+from .strategies import StrategiesHandlers, build_strategies
+from .tradeoff import TradeoffHandlers, build_tradeoff
 
-from .callbacks import Handlers, Recoloured, View
-from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, cost_presets, rule_info
-from .pairs import BUNDLED, CHOICES, SEED_PAIR, PairCache
-from .viz.format import rules_table
-from .viz.stats import speedup_markdown, stats_markdown
-from .viz.tokens import inspector_html, legend_html, tokens_html
-
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-DEFAULT_RULE, DEFAULT_ALPHA = "v3", 0.3
-DEFAULT_COST_RATIO = 0.25  # a typical GPU draft/target ratio; each run also reports the one it measured
 QUEUE_SIZE = 24  # runs that may wait for the generation slot; each holds it for at most APP_MAX_NEW_TOKENS tokens
-# A click on a token sends its position to the server (gr.HTML's trigger); the listener sits on the
-# component so it survives every re-render of the tokens.
-CLICK_TO_INSPECT = """
-element.addEventListener('click', (event) => {
-  const token = event.target.closest('[data-pos]');
-  if (!token) return;
-  element.querySelectorAll('.tok.selected').forEach((t) => t.classList.remove('selected'));
-  token.classList.add('selected');
-  trigger('click', {pos: Number(token.dataset.pos)});
-});
-"""
+API = dict(concurrency_id="generate", concurrency_limit=1)
 
 
 def on_space():
@@ -38,15 +23,6 @@ def on_space():
 
 def default_pair_spec():
     return SEED_PAIR if on_space() else BUNDLED
-
-
-def example_prompts():
-    return json.loads((ASSETS / "examples.json").read_text())
-
-
-def how_to_read():
-    """The "How to read this" panel, its rules table read from the rules' records."""
-    return (ASSETS / "how_to_read.md").read_text().replace("{rules_table}", rules_table())
 
 
 def unread_messages(demo, session_hash):
@@ -64,87 +40,31 @@ def build_app(pair_spec=None, public=None, pairs=None):
     pairs = pairs or PairCache(public=public)
     demo = gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False)
     handlers = Handlers(pairs, pair_spec, unread=lambda session_hash: unread_messages(demo, session_hash))
-    choices = CHOICES if any(value == pair_spec for _, value in CHOICES) else CHOICES + [(pair_spec, pair_spec)]
-    lo, hi = alpha_slider_range(DEFAULT_RULE)
-
+    compare, tradeoff = CompareHandlers(pairs, pair_spec), TradeoffHandlers(pairs, pair_spec)
+    sandbox, strategies = SandboxHandlers(), StrategiesHandlers(pairs, pair_spec)
     with demo:
-        run_state = gr.State(None)
-        gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* "
-                    "model checks them, and a deferral rule decides whom to trust. Every token below tells its story: "
-                    "hover for numbers, click to inspect, drag alpha to see which decisions flip.")
-        with gr.Row():
-            with gr.Column(scale=1, min_width=320):
-                prompt = gr.Textbox(label="Prompt", lines=3, elem_id="prompt", value=example_prompts()[0])
-                gr.Examples([[p] for p in example_prompts()], inputs=[prompt], label="Examples")
-                chat = gr.Checkbox(True, label="Apply the chat template (when the model has one); off: raw text",
-                                   elem_id="chat")
-                pair_box = gr.Dropdown(choices, value=pair_spec, label="Model pair (draft -> target)",
-                                       allow_custom_value=not public, elem_id="pair",
-                                       info="hub ids or local folders as 'draft -> target'" if not public
-                                       else "public mode: allow-listed models only")
-                rule = gr.Dropdown([(r, r) for r in RULES], value=DEFAULT_RULE, label="Rule", elem_id="rule")
-                rule_text = gr.Markdown(rule_info(DEFAULT_RULE), elem_id="rule-info")
-                alpha = gr.Slider(lo, hi, value=DEFAULT_ALPHA, step=0.01, label="alpha", elem_id="alpha")
-                with gr.Row():
-                    gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma (draft block)",
-                                      elem_id="gamma")
-                    temperature = gr.Slider(0, 2, value=1.0, step=0.05, label="temperature", elem_id="temperature")
-                with gr.Row():
-                    max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=64, step=1, precision=0,
-                                               label="max new tokens", elem_id="max-new-tokens")
-                    seed = gr.Number(0, precision=0, label="seed", elem_id="seed")
-                with gr.Row():
-                    run_button = gr.Button("Run", variant="primary", elem_id="run")
-                    rerun_button = gr.Button("Re-run", elem_id="rerun")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-                status = gr.Markdown("", elem_id="status")
-            with gr.Column(scale=2):
-                gr.HTML(legend_html(), elem_id="legend")
-                answer = gr.HTML(tokens_html([], [], DEFAULT_RULE), elem_id="answer", js_on_load=CLICK_TO_INSPECT)
-                with gr.Row():
-                    with gr.Column():
-                        stats = gr.Markdown(stats_markdown(None), elem_id="stats")
-                    with gr.Column():
-                        cost_ratio = gr.Slider(0.01, 1.0, value=DEFAULT_COST_RATIO, step=0.01,
-                                               label="draft/target cost ratio c (time of one draft call / one target call)",
-                                               elem_id="cost-ratio")
-                        presets = [gr.Button(label, size="sm", elem_classes=["cost-preset"])
-                                   for label, _ in cost_presets(ASSETS / "measured-costs.json")]
-                        speedup = gr.Markdown(speedup_markdown(None, None, DEFAULT_COST_RATIO, None, None), elem_id="speedup")
-                with gr.Group(elem_id="inspector"):
-                    inspector_text = gr.HTML(inspector_html(), elem_id="inspector-text")
-                    inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
-        with gr.Row():
-            step_plot = gr.Plot(label="Per step", elem_id="step-plot")
-            alpha_plot = gr.Plot(label="Critical alpha", elem_id="alpha-plot")
-        with gr.Accordion("How to read this", open=False, elem_id="how-to-read"):
-            gr.Markdown(how_to_read(), sanitize_html=False)
-
-        settings = [prompt, pair_box, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio]
-        view = list(View(run_state, answer, stats, speedup, step_plot, alpha_plot, status))
-        live = list(Recoloured(answer, step_plot, alpha_plot, status))
-        quiet = dict(api_visibility="undocumented")
-        # The status line reports progress; Gradio's own would draw the streaming answer at 20% opacity.
-        generating = dict(quiet, concurrency_id="generate", concurrency_limit=1, show_progress="hidden")
-        instant = dict(quiet, concurrency_limit=None, queue=False)
-
-        run_event = run_button.click(handlers.run, settings, view, api_name="run_ui", **generating)
-        prompt_event = prompt.submit(handlers.run, settings, view, api_name="submit_ui", **generating)
-        rerun_triggers = [rerun_button.click(handlers.rerun, [run_state, *settings], view, **generating),
-                          alpha.release(handlers.rerun, [run_state, *settings], view, **generating),
-                          gamma.release(handlers.rerun, [run_state, *settings], view, **generating)]
-        rule_event = rule.change(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **instant).then(
-            handlers.recolour, [run_state, rule, alpha], live, **instant).then(
-            handlers.rerun, [run_state, *settings], view, **generating)
-        stop_button.click(handlers.stopped, [run_state, rule, alpha, cost_ratio], view,
-                          cancels=[run_event, prompt_event, rule_event, *rerun_triggers], **quiet)
-        alpha.input(handlers.recolour, [run_state, rule, alpha], live, trigger_mode="always_last", **instant)
-        cost_ratio.input(handlers.update_speedup, [run_state, cost_ratio], speedup, **instant)
-        for button, (_, c) in zip(presets, cost_presets(ASSETS / "measured-costs.json")):
-            button.click(lambda c=c: c, None, cost_ratio, **instant).then(
-                handlers.update_speedup, [run_state, cost_ratio], speedup, **instant)
-        answer.click(handlers.inspect, [run_state, rule, alpha], [inspector_text, inspector_plot], **instant)
-        gr.api(handlers.api_run, api_name="run", concurrency_id="generate", concurrency_limit=1)
+        # The API first, so that no page event's default name can take one of its names.
+        gr.api(handlers.api_run, api_name="run", **API)
+        gr.api(compare.api_compare, api_name="compare", **API)
+        gr.api(tradeoff.api_frontier, api_name="frontier", **API)
+        gr.api(sandbox.api_sandbox, api_name="sandbox", concurrency_limit=None)
+        gr.api(strategies.api_strategies, api_name="strategies", **API)
+        gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* model "
+                    "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
+                    "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
+                    "decision apart in the **Sandbox**, and put four **Strategies** on one clock.")
+        with gr.Tabs(elem_id="tabs") as tabs:
+            with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
+                explore = build_explore(handlers, pair_spec, public)
+            with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
+                build_compare(compare, explore, tabs)
+            with gr.Tab("Trade-off", id="tradeoff", elem_id="tab-tradeoff"):
+                build_tradeoff(tradeoff, explore, tabs)
+            with gr.Tab("Sandbox", id="sandbox", elem_id="tab-sandbox"):
+                update = build_sandbox(sandbox, explore)["update"]
+            with gr.Tab("Strategies", id="strategies", elem_id="tab-strategies"):
+                build_strategies(strategies)
+        demo.load(*update, **INSTANT)
     return demo
 
 

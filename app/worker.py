@@ -39,7 +39,11 @@ class EngineThread:
             self._executor().submit(generator.close).result()
 
     def call(self, fn, *args, **kwargs):
-        return self._executor().submit(fn, *args, **kwargs).result()
+        return self.submit(fn, *args, **kwargs).result()
+
+    def submit(self, fn, *args, **kwargs):
+        """fn's future, run on the engine thread."""
+        return self._executor().submit(fn, *args, **kwargs)
 
 
 ENGINE = EngineThread()

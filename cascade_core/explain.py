@@ -5,7 +5,10 @@ model call. Every rule defers iff alpha < a*; the threshold form (each rule's re
 the paper writes it."""
 import math
 
-from .rules import RULES
+import torch
+
+from .rules import RULES, Distributions, get_rule, total_variation
+from .sampling import acceptance_and_residual, output_distribution
 
 
 def threshold(rule, pos, alpha):
@@ -53,3 +56,34 @@ def explain(rule, pos, alpha):
         return (f"{rule} did not defer: {compare}, so the draft's {proposal} stands "
                 f"(it would defer for alpha < a* = {a_text}).")
     return f"{rule} deferred: {compare} (alpha < a* = {a_text}), so the draft's {proposal} went to the target; {outcome}."
+
+
+def dissect(rule, q, p, alpha):
+    """Every number of one decision, for distributions q and p over a small vocabulary (lists, normalised here;
+    temperature 1): pi, the acceptance probability and the residual per token, a* per token (a position rule's
+    single a* repeated), which tokens the rule defers, TV, and ``output``: the probability that the verified token
+    is each token, enumerated over the draft's proposals, which equals pi (lossy: its own output)."""
+    record = get_rule(rule)
+    record.check_alpha(alpha)
+    q, p = (_distribution(v, name) for v, name in ((q, "q"), (p, "p")))
+    if len(q) != len(p):
+        raise ValueError(f"q and p must have the same length, got {len(q)} and {len(p)}")
+    d = Distributions(q, p)
+    accept, excess, pi = acceptance_and_residual(rule, d, alpha)
+    a_star = record.a_star(d)
+    a_star = a_star if record.per_token else a_star.expand(len(q))
+    return dict(q=q.tolist(), p=p.tolist(), pi=pi.tolist(), accept_prob=accept.tolist(),
+                residual=(excess / excess.sum()).tolist(), a_star=a_star.tolist(), defers=(alpha < a_star).tolist(),
+                tv=float(total_variation(q, p)), output=output_distribution(rule, d, alpha).tolist())
+
+
+def _distribution(values, name):
+    """A probability vector from non-negative weights (normalised), or a ValueError naming q or p."""
+    if not isinstance(values, (list, tuple)) or not 2 <= len(values) <= 64 or \
+            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                    for v in values):
+        raise ValueError(f"{name} must be a list of 2 to 64 non-negative numbers, got {values!r}")
+    total = sum(values)
+    if total <= 0:
+        raise ValueError(f"{name} must have some positive weight, got {values!r}")
+    return torch.tensor(values, dtype=torch.float64) / total

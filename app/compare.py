@@ -1,0 +1,161 @@
+"""The Compare tab: one prompt, seed and temperature; up to six (rule, alpha) rows side by side on the same random
+numbers, streamed from the engine, aligned by position; a click on a row opens it in Explore."""
+import gradio as gr
+
+from cascade_core import RULES, generate, stream
+from cascade_core.costs import expected_speedup
+from cascade_core.strict_json import dumps
+from sweeps.alphas import auto_alphas
+from sweeps.quality import target_nll, target_probabilities
+
+from .callbacks import raises_for_client, warns_in_page
+from .controls import APP_MAX_NEW_TOKENS, Settings
+from .explore import opened_in_explore
+from .gpu import gpu
+from .options import GENERATING, INSTANT, example_prompts
+from .viz.compare import compare_html, compare_stats_markdown
+from .worker import ENGINE
+
+MAX_ROWS = 6
+SAME_DEFERRAL = "lossless vs opt vs v3 vs chow at about the same deferral rate"
+PRESETS = {
+    SAME_DEFERRAL: None,  # placed by a pilot run of this prompt: each rule's alpha at half deferral
+    "v3 as alpha grows": [("v3", a) for a in (0.1, 0.3, 0.5, 0.7, 0.9)],
+    "the paper's six rules": [("chow", 0.5), ("diff", 0.1), ("opt", 0.2), ("v1", 0.2), ("v2", 0.2), ("v3", 0.5)],
+    "baselines and speculative decoding": [("target", 0.0), ("draft", 0.0), ("lossless", 0.0), ("lossy", 0.5)],
+}
+FIRST = "the paper's six rules"
+
+
+def label(rule, alpha):
+    return f"{rule} alpha {alpha:g}" if RULES[rule].alpha_used else rule
+
+
+def row_stats(pair, trace, c):
+    """The numbers Compare shows beside a row."""
+    stats, s = trace.stats, trace.settings
+    if s["rule"] == "draft":  # the target never ran: its view of the text takes one pass
+        p_tokens = target_probabilities(pair, trace.prompt_ids, trace.tokens)[0]
+    else:
+        p_tokens = [pos["p_token"] for pos in trace.positions]
+    acceptance = stats["acceptance_rate"]
+    return dict(label=label(s["rule"], s["alpha"]), target_calls=stats["target_calls"],
+                deferral_rate=stats["deferral_rate"], acceptance_rate=acceptance, target_nll=target_nll(p_tokens), c=c,
+                speedup=None if acceptance is None else expected_speedup(acceptance, s["gamma"], c, s["gamma"] + 1))
+
+
+def preset_cells(rows):
+    rows = rows + [("", 0.0)] * (MAX_ROWS - len(rows))
+    return [value for rule, alpha in rows for value in (rule, alpha)]
+
+
+class CompareHandlers:
+    def __init__(self, pairs, default_pair_spec):
+        self.pairs, self.default_pair_spec = pairs, default_pair_spec
+
+    def settings(self, prompt, rows, gamma, temperature, seed, max_new_tokens, pair_spec=None):
+        """One checked Settings per row; rows: [(rule, alpha)] (empty rules skipped)."""
+        rows = [(rule, alpha) for rule, alpha in rows if rule]
+        if not 1 <= len(rows) <= MAX_ROWS:
+            raise ValueError(f"rows: give 1 to {MAX_ROWS} (rule, alpha) rows, got {len(rows)}")
+        return [Settings.from_inputs(prompt, pair_spec or self.default_pair_spec, True, rule, alpha, gamma,
+                                     temperature, max_new_tokens, seed) for rule, alpha in rows]
+
+    @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
+    @gpu
+    def run(self, prompt, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
+        """Stream the rows one after another, each block by block. Outputs: traces state, rows HTML, stats, status."""
+        settings = self.settings(prompt, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed, max_new_tokens)
+        pair = self.pairs.get(settings[0].pair_spec)
+        done = []
+        for i, s in enumerate(settings):
+            for trace in ENGINE.iterate(stream(pair, s.prompt, **s.engine_kwargs())):
+                shown = done + [trace]
+                yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
+                                                for t in shown]), gr.skip(),
+                       f"Row {i + 1} of {len(settings)}: {len(trace.positions)} tokens…")
+            done.append(trace)
+        stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in done]
+        yield done, gr.skip(), compare_stats_markdown(stats), f"Done: {len(done)} rows."
+
+    @gpu
+    def preset(self, name, prompt, gamma, temperature, max_new_tokens):
+        """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input)."""
+        rows = PRESETS.get(name, [])
+        if rows is None:
+            try:
+                s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
+                                         max_new_tokens, 0)
+                pilot = ENGINE.call(generate, self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
+            except ValueError as error:
+                gr.Warning(str(error))
+                return [gr.skip()] * (2 * MAX_ROWS)
+            rows = [("lossless", 0.0)] + [(r, auto_alphas(r, [p["a_star"][r] for p in pilot.positions], 3)[1])
+                                          for r in ("opt", "v3", "chow")]
+        return preset_cells(rows)
+
+    @staticmethod
+    def open_row(traces, event: gr.EventData):
+        """A clicked row's settings for Explore (its tab selected), or nothing when no row was clicked."""
+        index = int(getattr(event, "row", -1))
+        if not traces or not 0 <= index < len(traces):
+            return [gr.skip()] * 9
+        s, trace = traces[index].settings, traces[index]
+        return opened_in_explore(trace.prompt, s["rule"], s["alpha"], s["gamma"], s["temperature"],
+                                 s["max_new_tokens"], s["seed"]) + [gr.Tabs(selected="explore")]
+
+    @raises_for_client
+    def api_compare(self, prompt: str, rows: list, gamma: int = 4, temperature: float = 1.0, seed: int = 0,
+                    max_new_tokens: int = 64) -> str:
+        """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair: a JSON list of traces, each
+        what /run returns for that row."""
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
+            raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {rows!r}"[:200])
+        settings = self.settings(prompt, [(r["rule"], r.get("alpha", 0.0)) for r in rows], gamma, temperature, seed,
+                                 max_new_tokens)
+        pair = self.pairs.get(settings[0].pair_spec)
+        traces = [ENGINE.call(generate, pair, s.prompt, **s.engine_kwargs()).to_dict() for s in settings]
+        yield dumps(traces)
+
+
+ROWS_JS = """
+element.addEventListener('click', (event) => {
+  const row = event.target.closest('.row-label');
+  if (row) trigger('click', {row: Number(row.dataset.row)});
+});
+"""
+
+
+def build_compare(handlers, explore, tabs):
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            prompt = gr.Textbox(label="Prompt", lines=2, value=example_prompts()[0], elem_id="compare-prompt")
+            preset = gr.Dropdown(list(PRESETS), value=FIRST, label="Preset rows (choosing one runs it)",
+                                 elem_id="compare-preset")
+            values, cells = preset_cells(PRESETS[FIRST]), []
+            for i in range(MAX_ROWS):
+                with gr.Row():
+                    cells.append(gr.Dropdown([""] + list(RULES), value=values[2 * i], label=f"row {i + 1}: rule",
+                                             elem_id=f"compare-rule-{i}", min_width=120))
+                    cells.append(gr.Number(values[2 * i + 1], label="alpha", elem_id=f"compare-alpha-{i}",
+                                           min_width=80))
+            with gr.Row():
+                gamma = gr.Slider(1, 16, value=4, step=1, precision=0, label="gamma")
+                temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature")
+            with gr.Row():
+                max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=48, step=1, precision=0, label="max new tokens")
+                seed = gr.Number(0, precision=0, label="seed")
+            cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="cost ratio c for the projected speed-up")
+            run = gr.Button("Compare", variant="primary", elem_id="compare-run")
+            status = gr.Markdown("", elem_id="compare-status")
+        with gr.Column(scale=2):
+            rows = gr.HTML("", elem_id="compare-rows", js_on_load=ROWS_JS)
+            stats = gr.Markdown("", elem_id="compare-stats")
+    traces = gr.State(None)
+    inputs = [prompt, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells]
+    preset.input(handlers.preset, [preset, prompt, gamma, temperature, max_new_tokens], cells, **GENERATING).then(
+        handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
+    run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
+    rows.click(handlers.open_row, traces, explore.opened + [tabs], **INSTANT).then(
+        explore.handlers.run, explore.settings, explore.view, **GENERATING)
+    return dict(cells=cells, preset=preset, prompt=prompt, run=run)

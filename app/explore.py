@@ -1,0 +1,147 @@
+"""The Explore tab: controls on the left, the streamed answer with its legend and stats on the right, the inspector
+and the plots below, and a "How to read this" panel."""
+from dataclasses import dataclass
+
+import gradio as gr
+
+from cascade_core import MAX_GAMMA, RULES
+
+from .callbacks import Handlers, Recoloured, View
+from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, cost_presets, rule_info
+from .options import ASSETS, GENERATING, INSTANT, QUIET, example_prompts, how_to_read
+from .pairs import CHOICES
+from .viz.stats import speedup_markdown, stats_markdown
+from .viz.tokens import inspector_html, legend_html, tokens_html
+
+DEFAULT_RULE, DEFAULT_ALPHA, DEFAULT_TEMPERATURE = "v3", 0.5, 0.7
+DEFAULT_COST_RATIO = 0.25  # a typical GPU draft/target ratio; each run also reports the one it measured
+# A click on a token sends its position to the server (gr.HTML's trigger); hovering a token or a plotted step
+# highlights the other (the listeners sit on the component, so they survive every re-render of the tokens).
+ANSWER_JS = """
+element.addEventListener('click', (event) => {
+  const token = event.target.closest('[data-pos]');
+  if (!token) return;
+  element.querySelectorAll('.tok.selected').forEach((t) => t.classList.remove('selected'));
+  token.classList.add('selected');
+  trigger('click', {pos: Number(token.dataset.pos)});
+});
+const plots = () => [...document.querySelectorAll('#step-plot .js-plotly-plot, #alpha-plot .js-plotly-plot')];
+const mark = (pos) => {
+  element.querySelectorAll('.tok.linked').forEach((t) => t.classList.remove('linked'));
+  const token = pos === null ? null : element.querySelector(`.tok[data-pos="${pos}"]`);
+  if (token) token.classList.add('linked');
+};
+element.addEventListener('mouseover', (event) => {
+  const token = event.target.closest('[data-pos]');
+  if (!token || !window.Plotly) return;
+  const pos = Number(token.dataset.pos);
+  for (const plot of plots()) {
+    const points = [];
+    (plot.data || []).forEach((trace, curve) => (trace.x || []).forEach((x, i) => {
+      if (Number(x) === pos) points.push({curveNumber: curve, pointNumber: i});
+    }));
+    if (points.length) window.Plotly.Fx.hover(plot, points);
+  }
+});
+element.addEventListener('mouseleave', () => plots().forEach((plot) => window.Plotly && window.Plotly.Fx.unhover(plot)));
+new MutationObserver(() => plots().forEach((plot) => {
+  if (plot.dataset.linked) return;
+  plot.dataset.linked = '1';
+  plot.on('plotly_hover', (event) => mark(Math.round(event.points[0].x)));
+  plot.on('plotly_unhover', () => mark(null));
+})).observe(document.body, {subtree: true, childList: true});
+"""
+
+
+@dataclass
+class Explore:
+    """The tab's components that other tabs and the API wiring need."""
+
+    handlers: Handlers
+    settings: list  # Handlers.run's inputs, in order
+    view: list  # its outputs (View's order)
+    run_state: gr.State
+    opened: list  # what "open in Explore" sets: prompt, rule, alpha, rule text, gamma, T, tokens, seed
+
+
+def build_explore(handlers: Handlers, pair_spec, public):
+    choices = CHOICES if any(value == pair_spec for _, value in CHOICES) else CHOICES + [(pair_spec, pair_spec)]
+    lo, hi = alpha_slider_range(DEFAULT_RULE)
+    run_state = gr.State(None)
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            prompt = gr.Textbox(label="Prompt", lines=3, elem_id="prompt", value=example_prompts()[0])
+            gr.Examples([[p] for p in example_prompts()], inputs=[prompt], label="Examples")
+            chat = gr.Checkbox(True, label="Apply the chat template (when the model has one); off: raw text",
+                               elem_id="chat")
+            pair_box = gr.Dropdown(choices, value=pair_spec, label="Model pair (draft -> target)",
+                                   allow_custom_value=not public, elem_id="pair",
+                                   info="hub ids or local folders as 'draft -> target'" if not public
+                                   else "public mode: allow-listed models only")
+            rule = gr.Dropdown([(r, r) for r in RULES], value=DEFAULT_RULE, label="Rule", elem_id="rule")
+            rule_text = gr.Markdown(rule_info(DEFAULT_RULE), elem_id="rule-info")
+            alpha = gr.Slider(lo, hi, value=DEFAULT_ALPHA, step=0.01, label="alpha", elem_id="alpha")
+            with gr.Row():
+                gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma (draft block)",
+                                  elem_id="gamma")
+                temperature = gr.Slider(0, 2, value=DEFAULT_TEMPERATURE, step=0.05, label="temperature",
+                                        elem_id="temperature")
+            with gr.Row():
+                max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=64, step=1, precision=0,
+                                           label="max new tokens", elem_id="max-new-tokens")
+                seed = gr.Number(0, precision=0, label="seed", elem_id="seed")
+            with gr.Row():
+                run_button = gr.Button("Run", variant="primary", elem_id="run")
+                rerun_button = gr.Button("Re-run", elem_id="rerun")
+                stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+            status = gr.Markdown("", elem_id="status")
+        with gr.Column(scale=2):
+            gr.HTML(legend_html(), elem_id="legend")
+            answer = gr.HTML(tokens_html([], [], DEFAULT_RULE), elem_id="answer", js_on_load=ANSWER_JS)
+            with gr.Row():
+                with gr.Column():
+                    stats = gr.Markdown(stats_markdown(None), elem_id="stats")
+                with gr.Column():
+                    cost_ratio = gr.Slider(0.01, 1.0, value=DEFAULT_COST_RATIO, step=0.01, elem_id="cost-ratio",
+                                           label="draft/target cost ratio c (time of one draft call / one target call)")
+                    presets = cost_presets(ASSETS / "measured-costs.json")
+                    buttons = [gr.Button(label, size="sm", elem_classes=["cost-preset"]) for label, _ in presets]
+                    speedup = gr.Markdown(speedup_markdown(None, None, DEFAULT_COST_RATIO, None, None),
+                                          elem_id="speedup")
+            with gr.Group(elem_id="inspector"):
+                inspector_text = gr.HTML(inspector_html(), elem_id="inspector-text")
+                inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
+    with gr.Row():
+        step_plot = gr.Plot(label="Per step", elem_id="step-plot")
+        alpha_plot = gr.Plot(label="Critical alpha", elem_id="alpha-plot")
+    with gr.Accordion("How to read this", open=False, elem_id="how-to-read"):
+        gr.Markdown(how_to_read(), sanitize_html=False)
+
+    settings = [prompt, pair_box, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio]
+    view = list(View(run_state, answer, stats, speedup, step_plot, alpha_plot, status))
+    live = list(Recoloured(answer, step_plot, alpha_plot, status))
+    run_event = run_button.click(handlers.run, settings, view, api_name="run_ui", **GENERATING)
+    prompt_event = prompt.submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING)
+    rerun_triggers = [rerun_button.click(handlers.rerun, [run_state, *settings], view, **GENERATING),
+                      alpha.release(handlers.rerun, [run_state, *settings], view, **GENERATING),
+                      gamma.release(handlers.rerun, [run_state, *settings], view, **GENERATING)]
+    # .input, not .change: another tab opening a run here sets the rule without asking for a re-run
+    rule_event = rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
+        handlers.recolour, [run_state, rule, alpha], live, **INSTANT).then(
+        handlers.rerun, [run_state, *settings], view, **GENERATING)
+    stop_button.click(handlers.stopped, [run_state, rule, alpha, cost_ratio], view,
+                      cancels=[run_event, prompt_event, rule_event, *rerun_triggers], **QUIET)
+    alpha.input(handlers.recolour, [run_state, rule, alpha], live, trigger_mode="always_last", **INSTANT)
+    cost_ratio.input(handlers.update_speedup, [run_state, cost_ratio], speedup, **INSTANT)
+    for button, (_, c) in zip(buttons, presets):
+        button.click(lambda c=c: c, None, cost_ratio, **INSTANT).then(
+            handlers.update_speedup, [run_state, cost_ratio], speedup, **INSTANT)
+    answer.click(handlers.inspect, [run_state, rule, alpha], [inspector_text, inspector_plot], **INSTANT)
+    return Explore(handlers, settings, view, run_state,
+                   [prompt, rule, alpha, rule_text, gamma, temperature, max_new_tokens, seed])
+
+
+def opened_in_explore(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed):
+    """Values for Explore.opened: a run of another tab, shown in Explore with its settings."""
+    slider, text = Handlers.rule_changed(rule, alpha)
+    return [prompt, rule, slider, text, gamma, temperature, max_new_tokens, seed]

@@ -1,0 +1,109 @@
+"""The Rule sandbox: no model, a vocabulary of eight tokens whose q and p you set, and every number of one
+decision, recomputed as a slider moves."""
+import time
+
+import gradio as gr
+
+from cascade_core import RULES
+from cascade_core.explain import dissect
+from cascade_core.strict_json import dumps
+
+from .callbacks import raises_for_client
+from .controls import alpha_slider_range, clamp_alpha, rule_info
+from .options import INSTANT
+from .viz.sandbox import sandbox_figure, sandbox_html
+
+SIZE = 8
+START = (["The", "A", "In", "Once", "It", "This", "My", "other"],
+         [0.40, 0.25, 0.15, 0.08, 0.05, 0.04, 0.02, 0.01], [0.10, 0.45, 0.05, 0.20, 0.02, 0.10, 0.05, 0.03])
+
+
+def top_tokens(pos, size=SIZE):
+    """A trace position's top-q and top-p tokens as the sandbox's vocabulary: the size - 1 likeliest under either
+    model, and an "other" token holding each model's remaining mass."""
+    q = {i: prob for i, _, prob in pos["top_q"] or []}
+    p = {i: prob for i, _, prob in pos["top_p"] or []}
+    texts = {i: text for i, text, _ in (pos["top_q"] or []) + (pos["top_p"] or [])}
+    ids = sorted(texts, key=lambda i: -max(q.get(i, 0.0), p.get(i, 0.0)))[: size - 1]
+    qs, ps = [q.get(i, 0.0) for i in ids], [p.get(i, 0.0) for i in ids]
+    return ([texts[i] for i in ids] + ["other"], qs + [max(0.0, 1 - sum(qs))], ps + [max(0.0, 1 - sum(ps))])
+
+
+class SandboxHandlers:
+    @staticmethod
+    def update(rule, alpha, *cells):
+        """cells: SIZE labels, SIZE q weights, SIZE p weights. Outputs: figure, explanation, timing note."""
+        start = time.perf_counter()
+        labels, q, p = list(cells[:SIZE]), list(cells[SIZE: 2 * SIZE]), list(cells[2 * SIZE:])
+        try:
+            numbers = dissect(rule, q, p, alpha)
+        except ValueError as error:
+            return gr.skip(), f'<p class="warning">⚠️ {error}</p>', ""
+        figure = sandbox_figure(labels, numbers, rule, alpha, alpha_slider_range(rule))
+        text = sandbox_html(labels, numbers, rule, alpha)
+        return figure, text, f"computed in {(time.perf_counter() - start) * 1000:.0f} ms on the server"
+
+    @staticmethod
+    def rule_changed(rule, alpha):
+        lo, hi = alpha_slider_range(rule)
+        return (gr.update(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=RULES[rule].alpha_used),
+                rule_info(rule))
+
+    @staticmethod
+    def load(run, index):
+        """Explore's run, position index: its top tokens as the vocabulary, its q and p as the sliders."""
+        if run is None or index is None or not 0 <= int(index) < len(run.trace.positions):
+            gr.Warning("Run something in Explore first, then give one of its token positions.")
+            return [gr.skip()] * (3 * SIZE)
+        pos = run.trace.positions[int(index)]
+        if not pos["top_q"] or not pos["top_p"]:
+            gr.Warning("That token comes from a baseline run, which computed only one model's distribution.")
+            return [gr.skip()] * (3 * SIZE)
+        labels, q, p = top_tokens(pos)
+        return labels + q + p
+
+    @raises_for_client
+    def api_sandbox(self, q: list, p: list, rule: str = "v3", alpha: float = 0.3) -> str:
+        """One decision's numbers for q and p (lists of equal length, normalised here): pi, accept_prob, residual,
+        a_star, defers (per token), tv, and output (the probability that the verified token is each token)."""
+        numbers = dissect(rule, q, p, alpha)
+        yield dumps({key: numbers[key] for key in ("pi", "accept_prob", "residual", "a_star", "defers", "tv", "output")})
+
+
+def build_sandbox(handlers, explore):
+    labels, q, p = START
+    with gr.Row():
+        with gr.Column(scale=1, min_width=340):
+            rule = gr.Dropdown(list(RULES), value="v3", label="Rule", elem_id="sandbox-rule")
+            rule_text = gr.Markdown(rule_info("v3"))
+            lo, hi = alpha_slider_range("v3")
+            alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="sandbox-alpha")
+            gr.Markdown("Token, q (draft) and p (target) weights; each model's weights are normalised.")
+            cells = [[], [], []]
+            for i in range(SIZE):
+                with gr.Row(equal_height=True):
+                    cells[0].append(gr.Textbox(labels[i], show_label=False, min_width=70, scale=1,
+                                               elem_id=f"sandbox-token-{i}"))
+                    cells[1].append(gr.Slider(0, 1, value=q[i], step=0.01, label="q", min_width=110, scale=2,
+                                              elem_id=f"sandbox-q-{i}"))
+                    cells[2].append(gr.Slider(0, 1, value=p[i], step=0.01, label="p", min_width=110, scale=2,
+                                              elem_id=f"sandbox-p-{i}"))
+            with gr.Row():
+                position = gr.Number(None, precision=0, label="Explore token #", min_width=100)
+                load = gr.Button("Load q and p from Explore's run", elem_id="sandbox-load")
+        with gr.Column(scale=2):
+            plot = gr.Plot(label="One decision", elem_id="sandbox-plot")
+            text = gr.HTML("", elem_id="sandbox-text")
+            timing = gr.Markdown("", elem_id="sandbox-timing")
+    everything = [rule, alpha, *cells[0], *cells[1], *cells[2]]
+    outputs = [plot, text, timing]
+    live = dict(INSTANT, trigger_mode="always_last", show_progress="hidden")
+    for control in [alpha, *cells[1], *cells[2]]:
+        control.input(handlers.update, everything, outputs, **live)
+    for box in cells[0]:
+        box.submit(handlers.update, everything, outputs, **live)
+    rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
+        handlers.update, everything, outputs, **live)
+    load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
+        handlers.update, everything, outputs, **live)
+    return dict(update=(handlers.update, everything, outputs))

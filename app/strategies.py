@@ -1,0 +1,73 @@
+"""The Strategies tab: one prompt, four ways to spend the draft and the target (see cascade_core.strategies), each
+run for real, on one clock."""
+import gradio as gr
+
+from cascade_core.strategies import run_strategies
+from cascade_core.strict_json import dumps
+
+from .callbacks import raises_for_client, warns_in_page
+from .controls import APP_MAX_NEW_TOKENS, Settings, alpha_slider_range, clamp_alpha
+from .gpu import gpu
+from .options import GENERATING, INSTANT, example_prompts
+from .viz.timeline import lanes_figure, lanes_html
+from .worker import ENGINE
+
+
+def checked_threshold(threshold):
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+        raise ValueError(f"threshold must be a number from 0 to 1 (the draft's mean max q), got {threshold!r}")
+    return float(threshold)
+
+
+class StrategiesHandlers:
+    def __init__(self, pairs, default_pair_spec):
+        self.pairs, self.default_pair_spec = pairs, default_pair_spec
+
+    def lanes(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
+        s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                                 max_new_tokens, seed)
+        kwargs = {k: v for k, v in s.engine_kwargs().items() if k not in ("rule", "alpha", "chat")}
+        return ENGINE.call(run_strategies, self.pairs.get(s.pair_spec), s.prompt, s.rule, s.alpha,
+                           checked_threshold(threshold), **kwargs)
+
+    @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
+    @gpu
+    def run(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
+        yield gr.skip(), gr.skip(), "Running the four strategies, one after another…"
+        lanes = self.lanes(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+        yield lanes_figure(lanes), lanes_html(lanes, rule), "Done: times are measured, call by call."
+
+    @raises_for_client
+    def api_strategies(self, prompt: str, rule: str = "v3", alpha: float = 0.5, threshold: float = 0.6,
+                       gamma: int = 4, temperature: float = 1.0, seed: int = 0, max_new_tokens: int = 64) -> str:
+        """Per strategy (cascade, speculative decoding, speculative cascade, sequential cascade): its calls
+        ([role, start, end] in seconds), text and totals, as JSON."""
+        lanes = self.lanes(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+        yield dumps([{key: lane[key] for key in ("name", "calls", "text", "totals")} for lane in lanes])
+
+
+def build_strategies(handlers):
+    lo, hi = alpha_slider_range("v3")
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            prompt = gr.Textbox(label="Prompt", lines=2, value=example_prompts()[0], elem_id="strategies-prompt")
+            rule = gr.Dropdown(["chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild"], value="v3", label="Rule",
+                               elem_id="strategies-rule")
+            alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="strategies-alpha")
+            threshold = gr.Slider(0, 1, value=0.6, step=0.01, elem_id="strategies-threshold",
+                                  label="cascade threshold: the target answers again if the draft's mean max q is below")
+            with gr.Row():
+                gamma = gr.Slider(1, 16, value=4, step=1, precision=0, label="gamma")
+                temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature")
+            with gr.Row():
+                max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=48, step=1, precision=0, label="max new tokens")
+                seed = gr.Number(0, precision=0, label="seed")
+            run = gr.Button("Run the four strategies", variant="primary", elem_id="strategies-run")
+            status = gr.Markdown("", elem_id="strategies-status")
+        with gr.Column(scale=2):
+            plot = gr.Plot(label="Strategies on one clock", elem_id="strategies-plot")
+            texts = gr.HTML("", elem_id="strategies-texts")
+    rule.input(lambda r, a: gr.update(minimum=alpha_slider_range(r)[0], maximum=alpha_slider_range(r)[1],
+                                      value=clamp_alpha(r, a)), [rule, alpha], alpha, **INSTANT)
+    run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
+              [plot, texts, status], **GENERATING)

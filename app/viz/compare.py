@@ -1,0 +1,54 @@
+"""Compare's rows as HTML: one row of tokens per (rule, alpha), aligned by position, coloured by provenance, the
+first token where a row's text leaves the row above marked."""
+import html
+
+from .format import number
+from .tokens import token_text_html, tooltip
+
+WHY = ("Every row uses the same seed, so every position draws the same random numbers: rows agree until a rule's "
+       "decision changes the text, and the first token where a row leaves the row above is outlined.")
+
+
+def first_divergence(tokens, above):
+    """The first position where tokens differ from the row above (None if they agree as far as both go)."""
+    if above is None:
+        return None
+    return next((i for i, (a, b) in enumerate(zip(tokens, above)) if a != b),
+                None if len(tokens) == len(above) else min(len(tokens), len(above)))
+
+
+def compare_html(rows):
+    """rows: [(label, positions, sources)]. Token i of every row gets the width of the widest token i, so positions
+    line up down the rows; a click on a row's label opens it in Explore."""
+    widths = {}
+    for _, positions, _ in rows:
+        for i, pos in enumerate(positions):
+            widths[i] = max(widths.get(i, 1), len(pos["text"].replace("\n", "↵")))
+    lines, above = [], None
+    for r, (label, positions, sources) in enumerate(rows):
+        tokens = [pos["token"] for pos in positions]
+        split = first_divergence(tokens, above)
+        cells = []
+        for i, (pos, source) in enumerate(zip(positions, sources)):
+            mark = " diverge" if i == split else ""
+            cells.append(f'<span class="tok {source}{mark}" style="min-width:{widths[i]}ch" data-pos="{i}" '
+                         f'data-tip="{html.escape(tooltip(i, pos, source, label.split()[0]))}">'
+                         f"{token_text_html(pos['text'])}</span>")
+        note = "" if split is None else f'<span class="diverge-note">leaves the row above at #{split}</span>'
+        lines.append(f'<div class="compare-row" data-row="{r}"><button class="row-label" data-row="{r}" '
+                     f'title="open this row in Explore">{html.escape(label)}</button>{note}'
+                     f'<div class="tokens aligned">{"".join(cells)}</div></div>')
+        above = tokens
+    return f'<div class="compare"><p class="why">{html.escape(WHY)}</p>{"".join(lines)}</div>'
+
+
+def compare_stats_markdown(stats_rows):
+    """stats_rows: dicts with label, target_calls, deferral_rate, acceptance_rate, target_nll, speedup, c."""
+    lines = ["| row | target calls | deferral rate | acceptance | target NLL | projected speed-up |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for s in stats_rows:
+        rate = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731
+        speed = "–" if s["speedup"] is None else f"{s['speedup']:.2f}× at c = {s['c']:.2f}"
+        lines.append(f"| {html.escape(s['label'])} | {s['target_calls']} | {rate(s['deferral_rate'])} | "
+                     f"{rate(s['acceptance_rate'])} | {number(s['target_nll'])} | {speed} |")
+    return "\n".join(lines)

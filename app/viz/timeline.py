@@ -1,0 +1,47 @@
+"""Strategies on one clock: a lane per strategy, a bar per model call at its measured start and duration, and
+each lane's text coloured by provenance with its totals."""
+import html
+
+import plotly.graph_objects as go
+
+from .tokens import COLOURS, tokens_html
+
+ROLE_COLOURS = {"draft": COLOURS["accepted"], "target": COLOURS["replaced"], "draft prefill": "#9ecae1",
+                "target prefill": "#fdae6b"}
+
+
+def lanes_figure(lanes):
+    """Horizontal bars: y = strategy, x = seconds since the prompt was sent."""
+    fig = go.Figure()
+    names = [lane["name"] for lane in lanes]
+    for role, colour in ROLE_COLOURS.items():
+        calls = [(lane["name"], start, end) for lane in lanes for kind, start, end in lane["calls"] if kind == role]
+        if calls:
+            fig.add_trace(go.Bar(y=[c[0] for c in calls], base=[c[1] for c in calls],
+                                 x=[max(c[2] - c[1], 1e-4) for c in calls], orientation="h", name=f"{role} call",
+                                 marker=dict(color=colour, line=dict(color="#fff", width=0.5)),
+                                 hovertemplate="%{y}: " + role + " call from %{base:.3f} s, %{x:.3f} s<extra></extra>"))
+    for lane in lanes:
+        fig.add_annotation(x=lane["totals"]["seconds"], y=lane["name"], text=f" {lane['totals']['seconds']:.2f} s",
+                           showarrow=False, xanchor="left", font=dict(size=12))
+    fig.update_layout(template="plotly_white", barmode="overlay", height=110 + 70 * len(lanes), bargap=0.35,
+                      title=dict(text="Every draft and target call, on one clock", font=dict(size=14)),
+                      xaxis=dict(title="seconds since the prompt was sent"),
+                      yaxis=dict(categoryorder="array", categoryarray=names[::-1]),
+                      margin=dict(l=150, r=60, t=50, b=40), legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def lanes_html(lanes, rule):
+    """Each lane's text, coloured as in Explore, under a line of its totals."""
+    parts = []
+    for lane in lanes:
+        t = lane["totals"]
+        extra = ""
+        if "confidence" in t:
+            extra = (f"; mean max q {t['confidence']:.2f} {'<' if t['deferred'] else '>='} threshold "
+                     f"{t['threshold']:.2f}: {'the target answered again' if t['deferred'] else 'the draft answer stands'}")
+        parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4><p class="totals">{t["seconds"]:.2f} s, '
+                     f"{t['tokens']} tokens, {t['target_calls']} target calls, {t['draft_calls']} draft calls"
+                     f"{html.escape(extra)}</p>{tokens_html(lane['positions'], lane['sources'], rule)}</div>")
+    return "".join(parts)

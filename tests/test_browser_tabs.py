@@ -1,0 +1,89 @@
+"""Each teaching tab in Debian's chromium on the tiny pair: it runs, draws, survives bad input, and opens runs in
+Explore. Screenshots go to docs/screenshots/."""
+import pytest
+
+from test_browser import SCREENSHOTS, chromium_or_skip
+
+from browser import CHROMIUM_ARGS
+
+TAB_DONE = "() => document.querySelector('#{id}')?.innerText.startsWith('Done')"
+
+
+@pytest.fixture(scope="module")
+def page(tiny_app_url):
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    executable = chromium_or_skip()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.goto(tiny_app_url)
+        page.wait_for_selector("#run")
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def open_tab(page, name):
+    page.click(f"button[role=tab]:has-text('{name}')")
+
+
+def explore_done(page):
+    page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done')", timeout=60000)
+
+
+def test_compare(page):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    open_tab(page, "Compare")
+    page.click("#compare-run")
+    page.wait_for_function(TAB_DONE.format(id="compare-status"), timeout=60000)
+    assert page.locator("#compare-rows .compare-row").count() == 6
+    assert page.locator("#compare-rows .diverge").count() >= 1
+    assert "| chow alpha 0.5 |" not in page.inner_text("#compare-stats")  # rendered as a table, not Markdown text
+    assert "chow alpha 0.5" in page.inner_text("#compare-stats")
+    page.screenshot(path=SCREENSHOTS / "tiny-compare.png", full_page=True)
+    page.click("#compare-rows .row-label[data-row='2']")
+    explore_done(page)
+    assert page.locator("#tab-explore").is_visible()
+    assert page.input_value("#alpha input[type=number]") == "0.2"  # row 3 of the paper's six rules: opt 0.2
+
+
+def test_tradeoff(page):
+    open_tab(page, "Trade-off")
+    page.fill("#tradeoff-alphas textarea, #tradeoff-alphas input", "auto:3")
+    page.click("#tradeoff-run")
+    page.wait_for_function(TAB_DONE.format(id="tradeoff-status"), timeout=120000)
+    page.wait_for_selector("#tradeoff-plot .js-plotly-plot")
+    assert page.locator("#tradeoff-plot .legendtext:has-text('Pareto front')").count() == 1
+    page.screenshot(path=SCREENSHOTS / "tiny-tradeoff.png", full_page=True)
+    page.click("#tradeoff-point input")
+    page.click("#tradeoff-point li >> nth=1")
+    page.click("#tradeoff-open")
+    explore_done(page)
+
+
+def test_sandbox(page):
+    open_tab(page, "Sandbox")
+    page.wait_for_selector("#sandbox-plot .js-plotly-plot")
+    before = page.inner_text("#sandbox-text")
+    page.eval_on_selector("#sandbox-q-0 input[type=range]", """el => { el.value = '0.01';
+        el.dispatchEvent(new Event('input', {bubbles: true})); }""")
+    page.wait_for_function("before => document.querySelector('#sandbox-text').innerText !== before", arg=before)
+    assert "Enumerating the draft's proposals gives exactly pi" in page.inner_text("#sandbox-text")
+    page.screenshot(path=SCREENSHOTS / "tiny-sandbox.png", full_page=True)
+    for i in range(8):  # all of q at zero: a clear message, the page keeps working
+        page.eval_on_selector(f"#sandbox-q-{i} input[type=range]", """el => { el.value = '0';
+            el.dispatchEvent(new Event('input', {bubbles: true})); }""")
+    page.wait_for_function("() => document.querySelector('#sandbox-text').innerText.includes('positive weight')")
+    page.eval_on_selector("#sandbox-q-1 input[type=range]", """el => { el.value = '0.5';
+        el.dispatchEvent(new Event('input', {bubbles: true})); }""")
+    page.wait_for_function("() => document.querySelector('#sandbox-text').innerText.includes('TV(p, q)')")
+
+
+def test_strategies(page):
+    open_tab(page, "Strategies")
+    page.click("#strategies-run")
+    page.wait_for_function(TAB_DONE.format(id="strategies-status"), timeout=120000)
+    page.wait_for_selector("#strategies-plot .js-plotly-plot")
+    assert page.locator("#strategies-texts .lane").count() == 4
+    page.screenshot(path=SCREENSHOTS / "tiny-strategies.png", full_page=True)

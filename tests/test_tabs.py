@@ -1,0 +1,111 @@
+"""The teaching tabs on the tiny pair: each API through gradio_client, the handlers behind the page, and bad input."""
+import json
+
+import gradio as gr
+import pytest
+from gradio_client import Client
+
+from app.compare import CompareHandlers
+from app.pairs import PairCache
+from app.sandbox import SIZE, SandboxHandlers, top_tokens
+from cascade_core import RULES, Trace, generate, load_pair
+from test_app import TIMING, run_to_end, untimed
+
+
+@pytest.fixture(scope="module")
+def client(tiny_app_url):
+    return Client(tiny_app_url, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_pair("tiny")
+
+
+def strict(text):
+    return json.loads(text, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+
+
+def test_compare_api_rows_equal_run_api(client):
+    settings = dict(gamma=3, temperature=0.8, seed=5, max_new_tokens=24)
+    rows = [{"rule": "v3", "alpha": 0.5}, {"rule": "chow", "alpha": 0.4}, {"rule": "lossless"}]
+    traces = strict(client.predict(prompt="The cat", rows=rows, **settings, api_name="/compare"))
+    assert len(traces) == 3
+    for row, trace in zip(rows, traces):
+        alone = Trace.from_json(client.predict(prompt="The cat", rule=row["rule"], alpha=row.get("alpha", 0.0),
+                                               **settings, api_name="/run"))
+        assert trace["tokens"] == alone.tokens and trace["sources"] == alone.sources
+        assert {k: v for k, v in trace["stats"].items() if k not in TIMING} == untimed(alone.stats)
+
+
+def test_frontier_api_rows(client):
+    rows = strict(client.predict(prompt="The cat", rules=["v3", "lossless"], alphas="0.3,0.7", max_new_tokens=16,
+                                 api_name="/frontier"))
+    assert [(r["rule"], r["alpha"]) for r in rows] == [("v3", 0.3), ("v3", 0.7), ("lossless", None)]
+    assert all(r["tokens"] == 16 and r["target_nll"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_sandbox_api_output_is_pi(client, rule):
+    alpha = 1.0 if rule == "bild" else 0.4
+    numbers = strict(client.predict(q=[4, 2, 1, 1], p=[1, 4, 1, 2], rule=rule, alpha=alpha, api_name="/sandbox"))
+    assert set(numbers) == {"pi", "accept_prob", "residual", "a_star", "defers", "tv", "output"}
+    assert len(numbers["defers"]) == 4 and abs(sum(numbers["output"]) - 1) < 1e-12
+    if rule != "lossy":
+        assert max(abs(a - b) for a, b in zip(numbers["output"], numbers["pi"])) < 1e-12
+
+
+def test_strategies_api_lanes(client):
+    lanes = strict(client.predict(prompt="The cat", rule="chow", alpha=0.5, threshold=1.0, max_new_tokens=20,
+                                  api_name="/strategies"))
+    assert [lane["name"] for lane in lanes] == ["cascade", "speculative decoding", "speculative cascade",
+                                                "sequential cascade"]
+    assert lanes[2]["text"] == lanes[3]["text"]  # the same tokens, another cost
+    assert lanes[0]["totals"]["deferred"]  # no draft is that sure: the target answered again
+    assert all(0 <= start <= end <= lane["totals"]["seconds"] + 1e-6 for lane in lanes for _, start, end in lane["calls"])
+    assert lanes[3]["totals"]["target_calls"] < lanes[3]["totals"]["tokens"]  # chow calls p only where it defers
+
+
+@pytest.mark.parametrize("api, args, message", [
+    ("/compare", dict(prompt="Hi", rows=[]), "rows: give 1 to 6"),
+    ("/compare", dict(prompt="Hi", rows="v3"), "rows must be a list"),
+    ("/compare", dict(prompt="Hi", rows=[{"rule": "v9"}]), "unknown rule 'v9'"),
+    ("/frontier", dict(prompt="Hi", rules=["v9"]), "unknown rule 'v9'"),
+    ("/frontier", dict(prompt="Hi", rules=["v3"], alphas="0.5,2"), "alpha=2.0 is outside rule 'v3'"),
+    ("/sandbox", dict(q=[1, 2], p=[1, 2, 3]), "q and p must have the same length"),
+    ("/sandbox", dict(q=[0, 0], p=[1, 2]), "q must have some positive weight"),
+    ("/sandbox", dict(q=[1, -2], p=[1, 2]), "q must be a list of 2 to 64 non-negative numbers"),
+    ("/strategies", dict(prompt="Hi", threshold=2), "threshold must be a number from 0 to 1"),
+])
+def test_bad_input_in_every_tab_names_its_field(client, api, args, message):
+    with pytest.raises(Exception, match=message.replace("(", r"\(").replace(")", r"\)")):
+        client.predict(**args, api_name=api)
+    assert strict(client.predict(q=[1, 1], p=[1, 3], rule="lossless", api_name="/sandbox"))["output"] == [0.25, 0.75]
+
+
+def test_compare_streams_rows_and_opens_one_in_explore(tiny):
+    handlers = CompareHandlers(PairCache(), "tiny")
+    cells = ["v3", 0.5, "chow", 0.3, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
+    views = list(handlers.run("Hello", 4, 1.0, 0, 20, 0.25, *cells))
+    traces, rows_html, stats, status = views[-1]
+    assert status == "Done: 2 rows."
+    assert [t.tokens for t in traces] == [generate(tiny, "Hello", rule=r, alpha=a, seed=0, max_new_tokens=20).tokens
+                                          for r, a in (("v3", 0.5), ("chow", 0.3))]
+    assert "| chow alpha 0.3 |" in stats
+    opened = CompareHandlers.open_row(traces, gr.EventData(None, {"row": 1}))
+    assert opened[0] == "Hello" and opened[1] == "chow" and opened[2]["value"] == 0.3
+    assert opened[-1].selected == "explore"
+    html = [v[1] for v in views if isinstance(v[1], str)][-1]
+    assert html.count('class="compare-row"') == 2
+
+
+def test_sandbox_loads_a_position_of_the_explore_run():
+    from app.callbacks import Handlers
+
+    run = run_to_end(Handlers(PairCache(), "tiny")).run
+    values = SandboxHandlers.load(run, 3)
+    labels, q, p = values[:SIZE], values[SIZE:2 * SIZE], values[2 * SIZE:]
+    assert labels[-1] == "other" and abs(sum(q) - 1) < 1e-6 and abs(sum(p) - 1) < 1e-6
+    assert (labels, q, p) == tuple(map(list, top_tokens(run.trace.positions[3])))
+    figure, text, timing = SandboxHandlers.update("v3", 0.5, *values)
+    assert figure.data and "accepted set A" in text and "ms on the server" in timing
