@@ -126,7 +126,7 @@ def answer_view(run, rule, alpha, running=False):
 
 def figures_view(run, rule, alpha, sources, first_changed):
     positions = run.trace.positions
-    return (figures.step_figure(positions, rule, alpha, first_changed),
+    return (figures.step_figure(positions, sources, rule, alpha, first_changed),
             figures.critical_alpha_figure(positions, sources, rule, alpha, alpha_slider_range(rule), first_changed))
 
 

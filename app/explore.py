@@ -35,10 +35,10 @@ element.addEventListener('mouseover', (event) => {
   const token = event.target.closest('[data-pos]');
   if (!token || !window.Plotly) return;
   const pos = Number(token.dataset.pos);
-  for (const plot of plots()) {
+  for (const plot of plots()) {  // calcdata: plotly's decoded points (the figures' x arrive base64-encoded)
     const points = [];
-    (plot.data || []).forEach((trace, curve) => (trace.x || []).forEach((x, i) => {
-      if (Number(x) === pos) points.push({curveNumber: curve, pointNumber: i});
+    (plot.calcdata || []).forEach((trace, curve) => trace.forEach((point, i) => {
+      if (point.x === pos && plot._fullData[curve].visible === true) points.push({curveNumber: curve, pointNumber: i});
     }));
     if (points.length) window.Plotly.Fx.hover(plot, points);
   }

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from app.explore import DEFAULT_ALPHA, DEFAULT_RULE, DEFAULT_TEMPERATURE
 from browser import CHROMIUM, CHROMIUM_ARGS, set_alpha
 from cascade_core import generate, load_pair
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 PROMPT = "Hello there"
-RUN = dict(rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64)  # the page's defaults
+RUN = dict(rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=4, temperature=DEFAULT_TEMPERATURE, seed=0,
+           max_new_tokens=64)  # the page's defaults
 NEW_ALPHA = 0.95
 
 
@@ -82,8 +84,17 @@ def test_run_recolour_rerun_and_inspect(page):
     wait_until_done(page)
     assert token_classes(page) == expected.sources
     assert page.inner_text("#answer .tokens").replace("↵\n", "\n") == expected.text
-    page.hover("#answer .tok[data-pos='3']")
+    page.wait_for_selector("#step-plot .js-plotly-plot")
+    page.hover("#answer .tok[data-pos='3']")  # linked: the token's step lights up in both plots
+    for plot in ("#step-plot", "#alpha-plot"):
+        page.wait_for_function(f"() => document.querySelectorAll('{plot} .hoverlayer *').length > 0")
     page.screenshot(path=SCREENSHOTS / "tiny-run-hover.png", full_page=True)
+    plot_area = page.query_selector("#step-plot .nsewdrag")
+    plot_area.scroll_into_view_if_needed()
+    box = plot_area.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # and a step lights up its token
+    page.wait_for_function("() => document.querySelectorAll('#answer .tok.linked').length === 1")
+    page.mouse.move(0, 0)
 
     set_alpha(page, NEW_ALPHA, "input")
     page.wait_for_selector("#answer .tok.will-change")

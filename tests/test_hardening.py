@@ -217,7 +217,7 @@ def test_token_text_never_becomes_markup():
     assert "<b>" not in text and "<svg" not in text and "<a href" not in text and "<i>" not in text
     assert "&lt;b&gt;bold&lt;/b&gt;" in text
     positions = [dict(p, text="<b>x</b>") for p in trace.positions]
-    fig = figures.step_figure(positions, "v3", 0.3)
+    fig = figures.step_figure(positions, trace.sources, "v3", 0.3)
     assert all("<b>" not in str(label) for label in fig.data[0].customdata)
     bars = figures.inspector_figure(pos, "v3", 0.3)
     assert "<svg" not in bars.layout.title.text

@@ -95,17 +95,21 @@ def test_number_formatting():
 
 
 def test_step_figure_has_statistics_and_threshold(trace):
-    fig = figures.step_figure(trace.positions, "v3", 0.3)
+    sources, _ = trace.recolour("v3", 0.3)
+    fig = figures.step_figure(trace.positions, sources, "v3", 0.3)
     names = [t.name for t in fig.data]
     assert names[:3] == ["max q", "max p", "TV(p, q)"]
-    assert "p(x)" in names and "threshold: (1 - alpha) * max p" in names
+    assert {t.visible for t in fig.data[:3]} == {"legendonly"}  # context lines, one click away
+    statistic = {x: (y, t.name) for t in fig.data if t.name.startswith("p(x), ") for x, y in zip(t.x, t.y)}
+    assert [statistic[i][1] for i in range(len(sources))] == [f"p(x), {s}" for s in sources]
+    assert "threshold: (1 - alpha) * max p" in names
     threshold = fig.data[names.index("threshold: (1 - alpha) * max p")]
     assert threshold.y[0] == pytest.approx(0.7 * trace.positions[0]["max_p"])
     assert list(fig.data[0].customdata) == [html.escape(repr(p["text"])) for p in trace.positions]
 
 
 def test_step_figure_puts_bild_on_its_own_axis(trace):
-    fig = figures.step_figure(trace.positions, "bild", 2.0)
+    fig = figures.step_figure(trace.positions, trace.sources, "bild", 2.0)
     assert [t.yaxis for t in fig.data if t.name.startswith("threshold")] == ["y2"]
 
 

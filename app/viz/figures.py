@@ -20,6 +20,8 @@ SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "w
 # The process-wide default template is applied at a fraction of the cost of template= per figure
 # (~20 ms per figure, most of an alpha drag's budget).
 pio.templates.default = "plotly_white"
+# Past this many positions the per-step chart gets a range slider to zoom into a stretch of the run.
+READABLE_STEPS = 64
 LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=40), height=320,
               legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=12))
 
@@ -44,29 +46,39 @@ def _first_changed_line(fig, first_changed):
                       annotation_text=f"first flip #{first_changed}", annotation_position="top left")
 
 
-def step_figure(positions, rule, alpha, first_changed=None):
-    """max q, max p and TV per position, with the rule's statistic and its threshold (the rule defers
-    where the statistic is below the threshold; BiLD* where it is above)."""
+def step_figure(positions, sources, rule, alpha, first_changed=None):
+    """The rule's statistic per position as markers in the provenance colours, with its threshold as a tick
+    per position (the rule defers where the statistic is below it; BiLD* where above). max q, max p and TV are context
+    lines, one legend click away, so a long run stays one row of markers instead of four tangled lines; past
+    READABLE_STEPS positions a range slider zooms in."""
     x = np.arange(len(positions))
     hover = _hover_tokens(positions)
     template = "#%{x} %{customdata}<br>%{fullData.name} = %{y:.3f}<extra></extra>"
+    forms = [threshold(rule, pos, alpha) for pos in positions]
+    has_threshold = bool(forms) and forms[0] is not None
     fig = go.Figure()
     for key, name, colour in (("max_q", "max q", COLOURS["accepted"]), ("max_p", "max p", COLOURS["replaced"]),
                               ("tv", "TV(p, q)", "#009E73")):
         values = _numbers(pos[key] for pos in positions)
         if not np.isnan(values).all():
-            fig.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines+markers", line=dict(color=colour, width=1.5),
-                                     marker=dict(size=4), customdata=hover, hovertemplate=template))
-    forms = [threshold(rule, pos, alpha) for pos in positions]
-    if forms and forms[0] is not None:
+            fig.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines", line=dict(color=colour, width=1),
+                                     opacity=0.6, visible="legendonly" if has_threshold else True,
+                                     customdata=hover, hovertemplate=template))
+    if has_threshold:
         label, formula = forms[0][0], forms[0][3]
         axis = "y" if label in PROBABILITY_LABELS else "y2"
-        if label not in ("max q",):
-            fig.add_trace(go.Scatter(x=x, y=_numbers(f[1] for f in forms), name=label, mode="markers", yaxis=axis,
-                                     marker=dict(color="#CC79A7", size=6, symbol="diamond"),
-                                     customdata=hover, hovertemplate=template))
-        fig.add_trace(go.Scatter(x=x, y=_numbers(f[2] for f in forms), name=f"threshold: {formula}", yaxis=axis,
-                                 mode="lines", line=dict(color="#000", dash="dash", shape="hvh", width=1.5),
+        statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
+        shown = [("will-change" if first_changed is not None and i >= first_changed else source)
+                 for i, source in enumerate(sources)]
+        for source in dict.fromkeys(shown):
+            at = np.array([s == source for s in shown])
+            fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
+                                     mode="markers", yaxis=axis, customdata=hover[at], hovertemplate=template,
+                                     marker=dict(color=COLOURS[source], symbol=SYMBOLS[source], size=7,
+                                                 line=dict(color="#333", width=0.5))))
+        # the threshold as a tick per position: the rule defers where the marker sits below its tick
+        fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis=axis, mode="markers",
+                                 marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
                                  customdata=hover, hovertemplate=template))
         if axis == "y2":
             fig.update_layout(yaxis2=dict(title=label, overlaying="y", side="right", showgrid=False))
@@ -75,8 +87,12 @@ def step_figure(positions, rule, alpha, first_changed=None):
     else:
         title = f"Per step: {rule} has no threshold"
     _first_changed_line(fig, first_changed)
-    fig.update_layout(**LAYOUT, title=dict(text=title, font=dict(size=13)), hovermode="x unified",
-                      xaxis=dict(title="token position"), yaxis=dict(title="probability", range=[0, 1.02]))
+    # three legend rows sit between the title and the plot
+    fig.update_layout(**{**LAYOUT, "height": 420, "margin": dict(LAYOUT["margin"], t=110)},
+                      title=dict(text=title, font=dict(size=13), y=0.97, x=0.5, xanchor="center"), hovermode="x unified",
+                      xaxis=dict(title="token position", rangeslider=dict(visible=len(positions) > READABLE_STEPS,
+                                                                          thickness=0.08)),
+                      yaxis=dict(title="probability", range=[0, 1.02]))
     return fig
 
 
