@@ -89,7 +89,8 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
     _first_changed_line(fig, first_changed)
     # three legend rows sit between the title and the plot
     fig.update_layout(**{**LAYOUT, "height": 420, "margin": dict(LAYOUT["margin"], t=110)},
-                      title=dict(text=title, font=dict(size=13), y=0.97, x=0.5, xanchor="center"), hovermode="x unified",
+                      title=dict(text=title, font=dict(size=13), y=0.97, x=0.5, xanchor="center"),
+                      hovermode="x unified",
                       xaxis=dict(title="token position", rangeslider=dict(visible=len(positions) > READABLE_STEPS,
                                                                           thickness=0.08)),
                       yaxis=dict(title="probability", range=[0, 1.02]))
