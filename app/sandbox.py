@@ -89,7 +89,7 @@ def build_sandbox(handlers, explore):
                     cells[2].append(gr.Slider(0, 1, value=p[i], step=0.01, label="p", min_width=110, scale=2,
                                               elem_id=f"sandbox-p-{i}"))
             with gr.Row():
-                position = gr.Number(None, precision=0, label="Explore token #", min_width=100)
+                position = gr.Number(None, precision=0, label="Explore token #", min_width=100, elem_id="sandbox-position")
                 load = gr.Button("Load q and p from Explore's run", elem_id="sandbox-load")
         with gr.Column(scale=2):
             plot = gr.Plot(label="One decision", elem_id="sandbox-plot")

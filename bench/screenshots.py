@@ -1,5 +1,6 @@
 """The README's screenshots of the explorer on the bundled pair: a run with a hover card, alpha moved (greyed
-tokens that will change), the inspector, and the "How to read this" panel.
+tokens that will change), the inspector, the "How to read this" panel, and each teaching tab (Compare, Trade-off,
+the Sandbox loaded from the run's inspected token, Strategies).
 
     HF_HUB_OFFLINE=1 python bench/screenshots.py [--out docs/screenshots]
 """
@@ -14,6 +15,39 @@ from app.pairs import PairCache  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa: E402
 
 PROMPT = "Explain in two sentences why the sky is blue."
+
+
+def tab_done(page, status_id):
+    page.wait_for_function(f"() => document.querySelector('#{status_id}')?.innerText.startsWith('Done')",
+                           timeout=600000)
+
+
+def shoot_tabs(page, out, position):
+    """One screenshot per teaching tab, each run with its defaults on the same prompt."""
+    page.click("button[role=tab]:has-text('Compare')")
+    page.fill("#compare-prompt textarea", PROMPT)
+    page.click("#compare-run")
+    tab_done(page, "compare-status")
+    page.screenshot(path=out / "bundled-compare.png", full_page=True)
+    page.click("button[role=tab]:has-text('Trade-off')")
+    page.fill("#tradeoff-prompt textarea", PROMPT)
+    page.click("#tradeoff-run")
+    tab_done(page, "tradeoff-status")
+    page.wait_for_selector("#tradeoff-plot .js-plotly-plot")
+    page.screenshot(path=out / "bundled-tradeoff.png", full_page=True)
+    page.click("button[role=tab]:has-text('Sandbox')")
+    page.fill("#sandbox-position input", str(position))
+    page.click("#sandbox-load")
+    page.wait_for_function("() => document.querySelector('#sandbox-token-0 textarea, #sandbox-token-0 input')"
+                           "?.value !== 'The'", timeout=30000)
+    page.wait_for_timeout(1000)
+    page.screenshot(path=out / "bundled-sandbox.png", full_page=True)
+    page.click("button[role=tab]:has-text('Strategies')")
+    page.fill("#strategies-prompt textarea", PROMPT)
+    page.click("#strategies-run")
+    tab_done(page, "strategies-status")
+    page.wait_for_selector("#strategies-plot .js-plotly-plot")
+    page.screenshot(path=out / "bundled-strategies.png", full_page=True)
 
 
 def main():
@@ -52,6 +86,7 @@ def main():
             page.click("#how-to-read button")
             page.wait_for_timeout(500)
             page.locator("#how-to-read").screenshot(path=out / "how-to-read.png")
+            shoot_tabs(page, out, flip)
             browser.close()
     finally:
         demo.close()

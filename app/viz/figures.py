@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from cascade_core.explain import threshold
@@ -17,9 +16,6 @@ from .tokens import COLOURS
 PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
 # Marker shapes repeat the provenance colours, so the chart reads without colour vision too.
 SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open"}
-# The process-wide default template is applied at a fraction of the cost of template= per figure
-# (~20 ms per figure, most of an alpha drag's budget).
-pio.templates.default = "plotly_white"
 # Past this many positions the per-step chart gets a range slider to zoom into a stretch of the run.
 READABLE_STEPS = 64
 LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=40), height=320,

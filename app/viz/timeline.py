@@ -24,7 +24,7 @@ def lanes_figure(lanes):
     for lane in lanes:
         fig.add_annotation(x=lane["totals"]["seconds"], y=lane["name"], text=f" {lane['totals']['seconds']:.2f} s",
                            showarrow=False, xanchor="left", font=dict(size=12))
-    fig.update_layout(template="plotly_white", barmode="overlay", height=110 + 70 * len(lanes), bargap=0.35,
+    fig.update_layout(barmode="overlay", height=110 + 70 * len(lanes), bargap=0.35,
                       title=dict(text="Every draft and target call, on one clock", font=dict(size=14)),
                       xaxis=dict(title="seconds since the prompt was sent"),
                       yaxis=dict(categoryorder="array", categoryarray=names[::-1]),

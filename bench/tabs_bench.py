@@ -1,0 +1,121 @@
+"""Benchmarks of the teaching tabs: Compare (4 rows x 64 tokens: first tokens on screen, total), Trade-off (one
+prompt x 4 rules x 6 alphas, with and without prefix sharing) and the Sandbox (a slider move: server-side and in
+chromium until the plot has changed). Prints markdown rows for docs/app-benchmarks.md.
+
+    HF_HUB_OFFLINE=1 python bench/tabs_bench.py [--pair bundled] [--repeats 3] [--skip-browser]
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.compare import CompareHandlers, preset_cells  # noqa: E402
+from app.pairs import PairCache  # noqa: E402
+from app.sandbox import START, SandboxHandlers  # noqa: E402
+from app.tradeoff import TradeoffHandlers  # noqa: E402
+from bench.server import app_process  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
+PROMPT = "Who is Buzz Aldrin?"
+COMPARE_ROWS = [("lossless", 0.0), ("opt", 0.2), ("v3", 0.5), ("chow", 0.5)]
+FRONTIER_RULES = ["chow", "diff", "opt", "v3"]
+# A slider move in the page, timed on the browser's clock: from the input event until the plot's DOM has changed
+# and the next frame is painted.
+SLIDER_TO_PAINT = """(value) => new Promise(resolve => {
+  const plot = document.querySelector('#sandbox-plot');
+  const slider = document.querySelector('#sandbox-q-0 input[type=range]');
+  const start = performance.now();
+  const observer = new MutationObserver(() => {
+    observer.disconnect();
+    requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now() - start)));
+  });
+  observer.observe(plot, {subtree: true, childList: true, attributes: true});
+  slider.value = value;
+  slider.dispatchEvent(new Event('input', {bubbles: true}));
+})"""
+
+
+def bench_compare(pairs, pair_name, repeats):
+    """Seconds until the first row shows tokens, and until all four rows are done (64 tokens each)."""
+    handlers = CompareHandlers(pairs, pair_name)
+    first, total = [], []
+    for _ in range(repeats):
+        start, shown = time.perf_counter(), None
+        for _ in handlers.run(PROMPT, 4, 0.7, 0, 64, 0.25, *preset_cells(COMPARE_ROWS)):
+            shown = shown or time.perf_counter() - start
+        first.append(shown)
+        total.append(time.perf_counter() - start)
+    return statistics.median(first), statistics.median(total)
+
+
+def bench_frontier(pairs, pair_name, max_new_tokens):
+    """{share_prefix: (seconds, runs, tokens in the rows, tokens generated)} for one prompt x 4 rules x 6 alphas."""
+    handlers = TradeoffHandlers(pairs, pair_name)
+    s = handlers.settings(PROMPT, FRONTIER_RULES, 4, 0.7, 0, max_new_tokens)
+    results = {}
+    for share in (True, False):
+        start = time.perf_counter()
+        rows = handlers.frontier_rows(s, FRONTIER_RULES, "auto:6", share_prefix=share)
+        results[share] = (time.perf_counter() - start, len(rows), sum(r["tokens"] for r in rows),
+                          sum(r["generated_tokens"] for r in rows))
+    return results
+
+
+def bench_sandbox_server(repeats):
+    """Milliseconds of the slider handler (numbers, figure, table) plus the figure's JSON, as Gradio sends it."""
+    labels, q, p = START
+    times = []
+    for i in range(repeats + 3):
+        start = time.perf_counter()
+        figure, _, _ = SandboxHandlers.update("v3", 0.2 + i / 100, *labels, *q, *p)
+        figure.to_json()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times[3:]), max(times[3:])
+
+
+def bench_sandbox_browser(repeats):
+    """Milliseconds from a q slider's input event to the repainted plot, in chromium (tiny pair's app)."""
+    from playwright.sync_api import sync_playwright
+
+    with app_process("tiny") as url, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.click("button[role=tab]:has-text('Sandbox')")
+        page.wait_for_selector("#sandbox-plot .js-plotly-plot")
+        times = [page.evaluate(SLIDER_TO_PAINT, str(0.30 + (i % 2) * 0.2)) for i in range(repeats + 2)][2:]
+        browser.close()
+    return statistics.median(times), max(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", default="bundled")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--frontier-tokens", type=int, default=32, help="max new tokens per frontier run")
+    parser.add_argument("--skip-browser", action="store_true")
+    args = parser.parse_args()
+
+    print("| measurement | median | worst |\n|---|---|---|")
+    median, worst = bench_sandbox_server(20)
+    print(f"| Sandbox slider move, server-side (numbers, figure, table, figure JSON) | {median:.1f} ms | {worst:.1f} ms |")
+    if not args.skip_browser:
+        median, worst = bench_sandbox_browser(20)
+        print(f"| Sandbox slider move in chromium, input event to repainted plot | {median:.0f} ms | {worst:.0f} ms |")
+    pairs = PairCache()
+    pairs.get(args.pair)
+    first, total = bench_compare(pairs, args.pair, args.repeats)
+    rows = ", ".join(f"{rule} {alpha:g}" for rule, alpha in COMPARE_ROWS)
+    print(f"| Compare, {args.pair}, 4 rows ({rows}) x 64 tokens, T 0.7: first row's tokens on screen | {first:.2f} s | |")
+    print(f"| … all four rows done | {total:.2f} s | |")
+    for share, (seconds, runs, tokens, generated) in bench_frontier(pairs, args.pair, args.frontier_tokens).items():
+        print(f"| Trade-off, {args.pair}, 1 prompt x {', '.join(FRONTIER_RULES)} x auto:6 alphas x "
+              f"{args.frontier_tokens} tokens, prefix sharing {'on' if share else 'off'}: {runs} runs, {tokens} tokens "
+              f"in them, {generated} generated (pilot included in the time) | {seconds:.1f} s | |")
+
+
+if __name__ == "__main__":
+    main()
