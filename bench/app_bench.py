@@ -16,6 +16,7 @@ import gradio as gr  # noqa: E402
 
 from app import build_app, launch  # noqa: E402
 from app.callbacks import Handlers, Run  # noqa: E402
+from app.explore import DEFAULT_ALPHA, DEFAULT_RULE, DEFAULT_TEMPERATURE  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
 from bench.server import app_process  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
@@ -116,7 +117,8 @@ CLICK_TO_DONE = """() => new Promise(resolve => {
   observer.observe(status, {subtree: true, childList: true, characterData: true});
   document.querySelector('#run').click();
 })"""
-WHOLE_RUN = dict(prompt="Who is Buzz Aldrin?", rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64)
+WHOLE_RUN = dict(prompt="Who is Buzz Aldrin?", rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=4,
+                 temperature=DEFAULT_TEMPERATURE, seed=0, max_new_tokens=64)  # the page's defaults
 
 
 def bench_whole_run(pair_name, repeats):
@@ -169,7 +171,8 @@ def main():
     whole = bench_whole_run(args.pair, args.repeats)
     engine = whole["engine in-process"]
     for name, seconds in whole.items():
-        print(f"| whole 64-token run ({args.pair}, v3 alpha 0.3): {name} | {seconds:.2f} s | "
+        print(f"| whole 64-token run ({args.pair}, {DEFAULT_RULE} alpha {DEFAULT_ALPHA}, T {DEFAULT_TEMPERATURE}): "
+              f"{name} | {seconds:.2f} s | "
               f"{seconds / engine:.2f}x the engine |")
     load_seconds, page_loads, first_tokens = bench_browser(args.pair, args.repeats, args.prompt)
     print(f"| {args.pair} pair load (once per process) | {load_seconds:.2f} s | |")

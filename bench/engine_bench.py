@@ -59,8 +59,10 @@ def methods(pair, stock, compiled, gamma):
              ASSISTED: lambda ids, n: hf_generate(stock.target, ids, n, stock.draft, gamma)}
     for label, p in (("", pair), (", compiled", compiled)):
         if p is not None:
-            table[f"ours target only{label}"] = lambda ids, n, p=p: ours(p, ids, n, "target")
-            table[f"ours lossless{label}"] = lambda ids, n, p=p: ours(p, ids, n, "lossless", gamma=gamma)
+            # tokens only, as the transformers entry (custom_generate) runs them: transformers keeps no records either
+            table[f"ours target only{label}"] = lambda ids, n, p=p: ours(p, ids, n, "target", details=False)
+            table[f"ours lossless{label}"] = lambda ids, n, p=p: ours(p, ids, n, "lossless", gamma=gamma,
+                                                                      details=False)
     for rule, alphas in ALPHAS.items():
         for alpha in alphas:
             table[f"ours {rule} alpha={alpha} T=1"] = (
@@ -169,6 +171,8 @@ def markdown(pair, s, runs, n, gamma, no_compile):
         f"- Forward costs (median, cached, 32-token context), {costs}.",
         f"- Measured kernels: W @ x^T for {pair.kernels['thin_rows'] if pair.kernels else []} rows, F.linear for the "
         "rest (timed over the model's own weights, once per machine; `cascade_core/kernels.py`).",
+        "- Ours target only and lossless keep no per-position records, as the transformers entry runs them; the "
+        "rule rows keep them, as the explorer does (the records-skipped row shows what they cost).",
         "- Cost-model estimate: (1 - a^(g+1)) / ((1 - a)((g+1) c + 1)) with the measured acceptance a and eager c; the "
         "next column prices a block with measured times: (1 - a^(g+1)) / (1 - a) * t_target / ((g+1) t_draft + "
         "t_verify).", ""]
