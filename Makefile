@@ -31,6 +31,7 @@ bench: setup
 
 bench-app: setup browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) bench/tabs_bench.py $(ARGS)
 
 # The /run API under 16 concurrent clients with abandoned calls among them (loopback, bounded in time).
 load-test: setup

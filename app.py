@@ -1,13 +1,15 @@
-"""Launch the Speculative Cascades Explorer: ``python app.py [--pair tiny|bundled] [--target ID --draft ID]``."""
+"""Launch the Speculative Cascades Explorer: ``python app.py [--pair tiny|bundled] [--target ID --draft ID]
+[--compile]``."""
 import argparse
 import ipaddress
 import os
 import sys
+from functools import partial
 
 from app import build_app, launch
 from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
-from cascade_core.models import pair_spec
+from cascade_core.models import load_pair, pair_spec
 
 
 def parse_args(argv=None):
@@ -16,6 +18,9 @@ def parse_args(argv=None):
                         "on a Hugging Face Space: Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B)")
     parser.add_argument("--target", help="target model: hub id or local folder (with --draft)")
     parser.add_argument("--draft", help="draft model: hub id or local folder (with --target)")
+    parser.add_argument("--compile", action="store_true",
+                        help="decode on the compiled static-cache path: faster per token after a first compile "
+                             "(about a minute and a half per shape on a CPU)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
@@ -56,7 +61,7 @@ def main(argv=None):
     if public and not args.public:
         print("public mode: others can reach this app, so it loads only allow-listed models "
               "(--trust-visitors turns this off)", file=sys.stderr)
-    pairs = PairCache(public=public)
+    pairs = PairCache(public=public, loader=partial(load_pair, compiled=args.compile))
     try:  # load before serving, so the first Run streams at once; failures are shown again in the page
         pairs.get(spec)
     except ValueError as error:

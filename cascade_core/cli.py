@@ -19,8 +19,8 @@ def add_pair_arguments(parser):
 
 def pair_from_args(args):
     if args.target or args.draft:
-        return load_pair(target=args.target, draft=args.draft)
-    return load_pair(args.pair)
+        return load_pair(target=args.target, draft=args.draft, compiled=args.compile)
+    return load_pair(args.pair, compiled=args.compile)
 
 
 def coloured(trace, colour=True):
@@ -93,6 +93,8 @@ def main(argv=None):
 
     p_run = sub.add_parser("run", help="generate once and show every token's provenance")
     add_pair_arguments(p_run)
+    p_run.add_argument("--compile", action="store_true",
+                       help="the compiled static-cache decode path: faster per token, compiles first (minutes on a CPU)")
     p_run.add_argument("--prompt", required=True)
     p_run.add_argument("--rule", default="v3", help=f"one of: {', '.join(RULES)}")
     p_run.add_argument("--alpha", type=number, default=0.3)

@@ -31,3 +31,16 @@ def test_greedy_lossless_is_target_greedy_when_compiled(pairs):
     target = generate(compiled, prompt_ids=prompt_ids, rule="target", temperature=0, max_new_tokens=30)
     lossless = generate(compiled, prompt_ids=prompt_ids, rule="lossless", temperature=0, gamma=4, max_new_tokens=30)
     assert lossless.tokens == target.tokens
+
+
+def test_the_cli_and_the_app_offer_the_compiled_path(monkeypatch, capsys):
+    from cascade_core import cli, load_pair
+    from test_app import load_script
+
+    assert load_script().parse_args(["--compile"]).compile
+    compiled = load_pair("tiny", compiled=True)
+    assert set(compiled.compiled) == {"target", "draft"} and load_pair("tiny").compiled is None
+    loaded = []
+    monkeypatch.setattr(cli, "load_pair", lambda *a, **kw: loaded.append(kw) or load_pair("tiny"))
+    assert cli.main(["run", "--pair", "tiny", "--prompt", "Hi", "--max-new-tokens", "2", "--compile"]) == 0
+    assert loaded == [{"compiled": True}]
