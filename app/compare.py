@@ -9,7 +9,7 @@ from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
 from .callbacks import raises_for_client, warns_in_page
-from .controls import APP_MAX_NEW_TOKENS, Settings
+from .controls import Settings, run_controls
 from .explore import opened_in_explore
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
@@ -139,12 +139,7 @@ def build_compare(handlers, explore, tabs):
                                              elem_id=f"compare-rule-{i}", min_width=120))
                     cells.append(gr.Number(values[2 * i + 1], label="alpha", elem_id=f"compare-alpha-{i}",
                                            min_width=80))
-            with gr.Row():
-                gamma = gr.Slider(1, 16, value=4, step=1, precision=0, label="gamma")
-                temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature")
-            with gr.Row():
-                max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=48, step=1, precision=0, label="max new tokens")
-                seed = gr.Number(0, precision=0, label="seed")
+            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=48)
             cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="cost ratio c for the projected speed-up")
             run = gr.Button("Compare", variant="primary", elem_id="compare-run")
             status = gr.Markdown("", elem_id="compare-status")

@@ -3,6 +3,8 @@ import json
 import math
 from dataclasses import dataclass
 
+import gradio as gr
+
 from cascade_core import RULES, get_rule
 from cascade_core.settings import MAX_GAMMA, MAX_SEED, check_prompt, temperature_value, whole_number
 
@@ -82,3 +84,16 @@ class Settings:
         return (trace.prompt == self.prompt and pair_spec == self.pair_spec and s["chat"] == self.chat
                 and s["temperature"] == self.temperature and s["seed"] == self.seed
                 and s["max_new_tokens"] == self.max_new_tokens)
+
+
+def run_controls(max_new_tokens, temperature=0.7):
+    """gamma, temperature, max new tokens and seed, two to a row, as the Compare, Trade-off and Strategies tabs lay
+    them out."""
+    with gr.Row():
+        gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma")
+        temperature = gr.Slider(0, 2, value=temperature, step=0.05, label="temperature")
+    with gr.Row():
+        max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=max_new_tokens, step=1, precision=0,
+                                   label="max new tokens")
+        seed = gr.Number(0, precision=0, label="seed")
+    return gamma, temperature, max_new_tokens, seed

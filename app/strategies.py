@@ -6,7 +6,7 @@ from cascade_core.strategies import run_strategies
 from cascade_core.strict_json import dumps
 
 from .callbacks import raises_for_client, warns_in_page
-from .controls import APP_MAX_NEW_TOKENS, Settings, alpha_slider_range, clamp_alpha
+from .controls import Settings, alpha_slider_range, clamp_alpha, run_controls
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.timeline import lanes_figure, lanes_html
@@ -56,12 +56,7 @@ def build_strategies(handlers):
             alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="strategies-alpha")
             threshold = gr.Slider(0, 1, value=0.6, step=0.01, elem_id="strategies-threshold",
                                   label="cascade threshold: the target answers again if the draft's mean max q is below")
-            with gr.Row():
-                gamma = gr.Slider(1, 16, value=4, step=1, precision=0, label="gamma")
-                temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature")
-            with gr.Row():
-                max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=48, step=1, precision=0, label="max new tokens")
-                seed = gr.Number(0, precision=0, label="seed")
+            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=48)
             run = gr.Button("Run the four strategies", variant="primary", elem_id="strategies-run")
             status = gr.Markdown("", elem_id="strategies-status")
         with gr.Column(scale=2):

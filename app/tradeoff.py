@@ -12,7 +12,7 @@ from sweeps.figures import frontier_figure
 from sweeps.report import summarise
 
 from .callbacks import raises_for_client, warns_in_page
-from .controls import APP_MAX_NEW_TOKENS, Settings
+from .controls import Settings, run_controls
 from .explore import opened_in_explore
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
@@ -116,12 +116,7 @@ def build_tradeoff(handlers, explore, tabs):
             rules = gr.CheckboxGroup(RULE_CHOICES, value=DEFAULT_RULES, label="Rules", elem_id="tradeoff-rules")
             alphas = gr.Textbox("auto:6", label="alphas: auto:N (spread over deferral rates), or numbers",
                                 elem_id="tradeoff-alphas")
-            with gr.Row():
-                gamma = gr.Slider(1, 16, value=4, step=1, precision=0, label="gamma")
-                temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature")
-            with gr.Row():
-                max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=32, step=1, precision=0, label="max new tokens")
-                seed = gr.Number(0, precision=0, label="seed")
+            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=32)
             share = gr.Checkbox(True, label="prefix sharing (each alpha resumes where a decision first flips)")
             x_axis = gr.Radio([("target calls per token", "calls"), ("projected speed-up", "speedup")], value="calls",
                               label="x axis", elem_id="tradeoff-x")

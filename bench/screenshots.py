@@ -17,24 +17,23 @@ from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa:
 PROMPT = "Explain in two sentences why the sky is blue."
 
 
-def tab_done(page, status_id):
-    page.wait_for_function(f"() => document.querySelector('#{status_id}')?.innerText.startsWith('Done')",
+def run_tab(page, out, tab, name):
+    """Open a tab, run it on PROMPT with its defaults, wait for "Done" and its plot (if any), and shoot it."""
+    page.click(f"button[role=tab]:has-text('{tab}')")
+    page.fill(f"#{name}-prompt textarea", PROMPT)
+    page.click(f"#{name}-run")
+    page.wait_for_function(f"() => document.querySelector('#{name}-status')?.innerText.startsWith('Done')",
                            timeout=600000)
+    if page.locator(f"#{name}-plot").count():
+        page.wait_for_selector(f"#{name}-plot .js-plotly-plot")
+    page.screenshot(path=out / f"bundled-{name}.png", full_page=True)
 
 
 def shoot_tabs(page, out, position):
-    """One screenshot per teaching tab, each run with its defaults on the same prompt."""
-    page.click("button[role=tab]:has-text('Compare')")
-    page.fill("#compare-prompt textarea", PROMPT)
-    page.click("#compare-run")
-    tab_done(page, "compare-status")
-    page.screenshot(path=out / "bundled-compare.png", full_page=True)
-    page.click("button[role=tab]:has-text('Trade-off')")
-    page.fill("#tradeoff-prompt textarea", PROMPT)
-    page.click("#tradeoff-run")
-    tab_done(page, "tradeoff-status")
-    page.wait_for_selector("#tradeoff-plot .js-plotly-plot")
-    page.screenshot(path=out / "bundled-tradeoff.png", full_page=True)
+    """One screenshot per teaching tab, each run with its defaults on the same prompt; the sandbox holds q and p of
+    the run's token at position."""
+    run_tab(page, out, "Compare", "compare")
+    run_tab(page, out, "Trade-off", "tradeoff")
     page.click("button[role=tab]:has-text('Sandbox')")
     page.fill("#sandbox-position input", str(position))
     page.click("#sandbox-load")
@@ -42,12 +41,7 @@ def shoot_tabs(page, out, position):
                            "?.value !== 'The'", timeout=30000)
     page.wait_for_timeout(1000)
     page.screenshot(path=out / "bundled-sandbox.png", full_page=True)
-    page.click("button[role=tab]:has-text('Strategies')")
-    page.fill("#strategies-prompt textarea", PROMPT)
-    page.click("#strategies-run")
-    tab_done(page, "strategies-status")
-    page.wait_for_selector("#strategies-plot .js-plotly-plot")
-    page.screenshot(path=out / "bundled-strategies.png", full_page=True)
+    run_tab(page, out, "Strategies", "strategies")
 
 
 def main():

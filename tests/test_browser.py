@@ -4,6 +4,7 @@ Open the page, Run, wait for coloured tokens, move alpha (recolour), release (re
 import os
 import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -29,19 +30,26 @@ def chromium_or_skip():
     return CHROMIUM
 
 
-@pytest.fixture(scope="module")
-def page(tiny_app_url):
+@contextmanager
+def open_page(url, height=1000):
+    """The app at url in a fresh headless chromium page, once its controls are there."""
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     executable = chromium_or_skip()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(tiny_app_url)
+        page = browser.new_page(viewport={"width": 1400, "height": height})
+        page.goto(url)
         page.wait_for_selector("#run")
         try:
             yield page
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(tiny_app_url):
+    with open_page(tiny_app_url) as page:
+        yield page
 
 
 def token_classes(page):

@@ -2,26 +2,15 @@
 Explore. Screenshots go to docs/screenshots/."""
 import pytest
 
-from test_browser import SCREENSHOTS, chromium_or_skip
-
-from browser import CHROMIUM_ARGS
+from test_browser import SCREENSHOTS, open_page
 
 TAB_DONE = "() => document.querySelector('#{id}')?.innerText.startsWith('Done')"
 
 
 @pytest.fixture(scope="module")
 def page(tiny_app_url):
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    executable = chromium_or_skip()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.goto(tiny_app_url)
-        page.wait_for_selector("#run")
-        try:
-            yield page
-        finally:
-            browser.close()
+    with open_page(tiny_app_url, height=1100) as page:
+        yield page
 
 
 def open_tab(page, name):
