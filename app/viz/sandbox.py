@@ -13,7 +13,8 @@ from .tokens import COLOURS
 BARS = (("q", "draft q", COLOURS["accepted"]), ("p", "target p", COLOURS["replaced"]),
         ("pi", "pi (verified against)", "#009E73"), ("output", "P(verified token)", "#555555"))
 
-SUBTITLE = dict(xref="paper", yref="paper", y=1.0, yanchor="bottom", showarrow=False, font=dict(size=14))
+SUBTITLE = dict(xref="paper", yref="paper", y=1.02, yanchor="bottom", xanchor="left", showarrow=False,
+                font=dict(size=13))
 
 
 def threshold_line(rule, numbers, alpha):
@@ -54,8 +55,8 @@ def sandbox_figure(labels, numbers, rule, alpha, axis_range):
                      line=dict(color="#000", dash="dash")) for y, _, axis in lines],
         annotations=[*(dict(text=label, xref=f"x{axis} domain", x=1, xanchor="right", yref=f"y{axis}", y=y,
                             yanchor="bottom", showarrow=False) for y, label, axis in lines),
-                     dict(text="q, p, pi and the verified token's distribution", x=0.29, **SUBTITLE),
-                     dict(text="a* per token and alpha", x=0.84, **SUBTITLE)])
+                     dict(text="q, p, pi and the verified token's distribution", x=0, **SUBTITLE),
+                     dict(text="a* per token, and alpha", x=0.68, **SUBTITLE)])
     return fig
 
 
