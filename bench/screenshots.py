@@ -3,6 +3,7 @@ tokens that will change), the inspector, the "How to read this" panel, and each 
 the Sandbox loaded from the run's inspected token, Strategies).
 
     HF_HUB_OFFLINE=1 python bench/screenshots.py [--out docs/screenshots]
+    python bench/screenshots.py --sweep-report runs/bundled-default/report.html   # a sweep's figures
 """
 import argparse
 import sys
@@ -44,13 +45,32 @@ def shoot_tabs(page, out, position):
     run_tab(page, out, "Strategies", "strategies")
 
 
+def shoot_report(report, out):
+    """sweep-figure-<i>.png for each figure of a sweep's report (a self-contained page, opened from disk)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(report.resolve().as_uri())
+        page.wait_for_selector("[id^=figure-] .main-svg")
+        for i, figure in enumerate(page.query_selector_all("[id^=figure-]")):
+            figure.screenshot(path=out / f"sweep-figure-{i}.png")
+        browser.close()
+    print(f"figures in {out}")
+
+
 def main():
     from playwright.sync_api import sync_playwright
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="docs/screenshots")
-    out = Path(parser.parse_args().out)
+    parser.add_argument("--sweep-report", help="instead: shoot each figure of a sweep's report.html")
+    args = parser.parse_args()
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.sweep_report:
+        return shoot_report(Path(args.sweep_report), out)
     pairs = PairCache()
     pairs.get("bundled")
     demo = build_app("bundled", pairs=pairs)
