@@ -1,7 +1,7 @@
 """How fast a sweep runs: 8 prompts x 5 rules x 6 alphas x 48 tokens on one pair, without prefix sharing, with it,
 and with it on a local Ray instance (one worker per core); rows per minute for each, written to docs/sweeps.md.
 
-    HF_HUB_OFFLINE=1 python bench/sweep_speed.py [--pair bundled]
+    HF_HUB_OFFLINE=1 python bench/sweep_speed.py [--pair bundled] [--prompts 8] [--alphas auto:6] [--tokens 48]
 """
 import argparse
 import sys
@@ -30,8 +30,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", default="bundled")
     parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--prompts", type=int, default=8, help="how many prompts (one per category first)")
+    parser.add_argument("--alphas", default="auto:6")
     args = parser.parse_args()
-    prompts = eight_prompts()
+    prompts = eight_prompts()[: args.prompts]
     pair = load_named_pair(args.pair)
     settings = dict(gamma=4, temperature=1.0, max_new_tokens=args.tokens)
     results = {}
@@ -39,13 +41,15 @@ def main():
                           ("in-process, prefix sharing", dict(pair=pair)),
                           ("Ray, 2 local workers, prefix sharing", dict(ray=True))):
         start = time.perf_counter()
-        rows = sweep(args.pair, prompts, RULES, "auto:6", [0], **options, **settings)
+        rows = sweep(args.pair, prompts, RULES, args.alphas, [0], **options, **settings)
         seconds = time.perf_counter() - start
         results[name] = (seconds, len(rows), sum(r["tokens"] for r in rows), sum(r["generated_tokens"] for r in rows))
         print(name, results[name], flush=True)
-    lines = [f"## Sweep speed: {args.pair} pair, 8 prompts x {len(RULES)} rules x 6 alphas x {args.tokens} tokens", "",
-             f"`python bench/sweep_speed.py --pair {args.pair}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}; "
-             f"rules {', '.join(RULES)}, alphas auto:6, gamma 4, T = 1, seed 0; the pilot run that places the alphas "
+    lines = [f"## Sweep speed: {args.pair} pair, {len(prompts)} prompts x {len(RULES)} rules x alphas {args.alphas} x "
+             f"{args.tokens} tokens", "",
+             f"`python bench/sweep_speed.py --pair {args.pair} --prompts {len(prompts)} --alphas {args.alphas} --tokens "
+             f"{args.tokens}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}; "
+             f"rules {', '.join(RULES)}, alphas {args.alphas}, gamma 4, T = 1, seed 0; the pilot run that places the alphas "
              "is included in each time.", "",
              "| how | wall time | rows | rows / minute | tokens in the rows | tokens generated |", "|---|---|---|---|---|---|"]
     for name, (seconds, rows, tokens, generated) in results.items():

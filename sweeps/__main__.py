@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from cascade_core.cli import OneLineErrors, attach_values
 
-from .prompts import load_prompts
+from .prompts import load_prompts, per_category
 from .report import write_report, write_summary
 from .sweep import sweep
 
@@ -23,6 +23,7 @@ def parse_args(argv):
     p = OneLineErrors(prog="python -m sweeps", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pair", default="bundled", help="tiny | bundled | 'draft_id -> target_id'")
     p.add_argument("--prompts", default="assets/prompts/default.jsonl", help="JSONL prompt set")
+    p.add_argument("--per-category", type=int, help="only the first N prompts of each category")
     p.add_argument("--rules", default="lossless,lossy,chow,diff,opt,v1,v2,v3", help="comma-separated rules")
     p.add_argument("--alphas", default="auto:6", help="auto:N, or comma-separated numbers")
     p.add_argument("--seeds", default="0", help="comma-separated seeds")
@@ -49,6 +50,10 @@ def main(argv=None):
     bar = None
     try:
         prompts = load_prompts(args.prompts)
+        if args.per_category is not None:
+            if args.per_category < 1:
+                raise ValueError(f"--per-category {args.per_category}: give 1 or more prompts per category")
+            prompts = per_category(prompts, args.per_category)
         bar = tqdm(desc="chains", unit="chain", file=sys.stderr)
 
         def progress(done, total, rows):

@@ -1,6 +1,7 @@
 """Prompt sets: JSONL, one object per line with ``prompt`` (required) and optionally ``id``, ``category``,
 ``reference`` (scored with ROUGE-L) and ``answer`` (a number, scored by exact match)."""
 import json
+from collections import Counter
 from pathlib import Path
 
 FIELDS = ("prompt", "id", "category", "reference", "answer")
@@ -40,3 +41,13 @@ def load_prompts(path):
     if not items:
         raise ValueError(f"{path}: no prompts (one JSON object per line, each with a \"prompt\")")
     return items
+
+
+def per_category(prompts, n):
+    """The first n prompts of each category, in file order: a smaller set with every category in it."""
+    counts, kept = Counter(), []
+    for item in prompts:
+        counts[item["category"]] += 1
+        if counts[item["category"]] <= n:
+            kept.append(item)
+    return kept

@@ -14,6 +14,7 @@ from cascade_core import RULES, load_pair
 from sweeps import load_prompts, sweep
 from sweeps.alphas import OPEN_TOP, auto_alphas
 from sweeps.chain import TIMING_FIELDS
+from sweeps.prompts import per_category
 from sweeps.quality import exact_match, rouge_l
 from sweeps.report import summarise, write_report, write_summary
 from sweeps.sweep import pilot_positions
@@ -98,6 +99,12 @@ def test_report_summary_and_html(fresh_rows, tmp_path):
     assert html.count("Pareto front") >= 3 and "tiny &lt;sweep&gt;" in html and "plotly" in html
 
 
+def test_per_category_keeps_the_first_of_each(prompts):
+    assert [p["prompt_id"] for p in per_category(prompts + prompts[:1], 1)] == ["a", "1", "sum"]
+    default = per_category(load_prompts(ROOT / "assets" / "prompts" / "default.jsonl"), 2)
+    assert len(default) == 14 and len({p["category"] for p in default}) == 7
+
+
 def test_quality_measures():
     assert exact_match("The answer is 1,391.", 1391) and not exact_match("3 then 4", 3)
     assert exact_match("no digits", 2) is False and exact_match("x", None) is None
@@ -118,6 +125,7 @@ def sweep_cli(*args, timeout=300):
     ("{\"prompt\": \"ok\"}\n", ["--alphas", "auto:x"], "auto:N needs a whole number"),
     ("{\"prompt\": \"ok\"}\n", ["--out", "/proc/sweep"], "is not a folder this sweep can write to"),
     ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "could not load"),
+    ("{\"prompt\": \"ok\"}\n", ["--per-category", "0"], "--per-category 0: give 1 or more"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, setup, args, message):
     (tmp_path / "p.jsonl").write_text(setup)
