@@ -4,7 +4,6 @@ engine in-process (bundled pair, real browser, the app in its own process for th
 
     HF_HUB_OFFLINE=1 python bench/app_bench.py [--pair bundled] [--repeats 5] [--skip-browser]
 """
-import argparse
 import statistics
 import sys
 import time
@@ -18,6 +17,7 @@ from app import build_app, launch  # noqa: E402
 from app.callbacks import Handlers, Run  # noqa: E402
 from app.explore import DEFAULT_ALPHA, DEFAULT_RULE, DEFAULT_TEMPERATURE  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
+from bench.measure import bench_arguments  # noqa: E402
 from bench.server import app_process  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
@@ -156,8 +156,7 @@ def bench_whole_run(pair_name, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pair", default="bundled")
+    parser = bench_arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--prompt", default="Write a haiku about rain on a tin roof.")
     parser.add_argument("--skip-browser", action="store_true")

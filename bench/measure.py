@@ -1,5 +1,6 @@
 """What the engine benchmarks measure besides tokens/s: peak memory, the memory's read bandwidth, weight bytes, and
 the time of one cached forward as the engine calls it."""
+import argparse
 import os
 import statistics
 import threading
@@ -8,6 +9,13 @@ import time
 import torch
 
 from cascade_core.engine import CachedModel
+
+
+def bench_arguments(doc, pair="bundled"):
+    """A benchmark's command line: its docstring as help, and --pair."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", default=pair)
+    return parser
 
 
 class PeakRSS:

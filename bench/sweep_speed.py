@@ -3,7 +3,6 @@ and with it on a local Ray instance (one worker per core); rows per minute for e
 
     HF_HUB_OFFLINE=1 python bench/sweep_speed.py [--pair bundled] [--prompts 8] [--alphas auto:6] [--tokens 48]
 """
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.markdown import write_section  # noqa: E402
+from bench.measure import bench_arguments  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from sweeps import load_prompts, sweep  # noqa: E402
 from sweeps.sweep import load_named_pair  # noqa: E402
@@ -27,8 +27,7 @@ def eight_prompts():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pair", default="bundled")
+    parser = bench_arguments(__doc__)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--prompts", type=int, default=8, help="how many prompts (one per category first)")
     parser.add_argument("--alphas", default="auto:6")

@@ -4,7 +4,6 @@ chromium until the plot has changed). Prints markdown rows for docs/app-benchmar
 
     HF_HUB_OFFLINE=1 python bench/tabs_bench.py [--pair bundled] [--repeats 3] [--skip-browser]
 """
-import argparse
 import statistics
 import sys
 import time
@@ -16,6 +15,7 @@ from app.compare import CompareHandlers, preset_cells  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
 from app.sandbox import START, SandboxHandlers  # noqa: E402
 from app.tradeoff import TradeoffHandlers  # noqa: E402
+from bench.measure import bench_arguments  # noqa: E402
 from bench.server import app_process  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
@@ -92,8 +92,7 @@ def bench_sandbox_browser(repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pair", default="bundled")
+    parser = bench_arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--frontier-tokens", type=int, default=32, help="max new tokens per frontier run")
     parser.add_argument("--skip-browser", action="store_true")
