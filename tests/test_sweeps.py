@@ -126,6 +126,8 @@ def sweep_cli(*args, timeout=300):
     ("{\"prompt\": \"ok\"}\n", ["--out", "/proc/sweep"], "is not a folder this sweep can write to"),
     ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "could not load"),
     ("{\"prompt\": \"ok\"}\n", ["--per-category", "0"], "--per-category 0: give 1 or more"),
+    ("{\"prompt\": \"ok\"}\n", ["--rules", "v3", "--alphas", "0.5", "--ray-address", "ray://127.0.0.1:1"],
+     "cannot reach the Ray cluster at 'ray://127.0.0.1:1'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, setup, args, message):
     (tmp_path / "p.jsonl").write_text(setup)
