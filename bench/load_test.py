@@ -11,7 +11,6 @@ docs/app-benchmarks.md.
 """
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from gradio_client import Client  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
 from bench.server import app_process  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
 
 PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses of a paperclip.", "Why is the sky blue?"]
 ABANDON = """
@@ -125,7 +125,7 @@ def main():
     text = "\n".join([
         f"## Load test: {args.pair} pair, {args.clients} clients x {args.calls} calls", "",
         f"`python bench/load_test.py --pair {args.pair} --clients {args.clients} --calls {args.calls} "
-        f"--max-new-tokens {args.max_new_tokens}`, {time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
+        f"--max-new-tokens {args.max_new_tokens}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}, "
         "the app in its own process on loopback; every call v3 alpha 0.3, gamma 4, T = 1, "
         f"{args.max_new_tokens} tokens, one of {len(PROMPTS)} prompts with its own seed.", "",
         "| measurement | value |", "|---|---|",
