@@ -53,6 +53,9 @@ def main():
              "| how | wall time | rows | rows / minute | tokens in the rows | tokens generated |", "|---|---|---|---|---|---|"]
     for name, (seconds, rows, tokens, generated) in results.items():
         lines.append(f"| {name} | {seconds / 60:.1f} min | {rows} | {rows / seconds * 60:.1f} | {tokens} | {generated} |")
+    lines += ["", "In-process, one process decodes with torch's threads over every core; on Ray each worker is one "
+              "single-threaded process per core with its own copy of the pair, so chains run side by side. Prefix "
+              "sharing saves only the tokens before each alpha's first flipped decision, which at T = 1 comes early."]
     text = "\n".join(lines) + "\n"
     print(text)
     write_section(ROOT / "docs" / "sweeps.md", text, "## Sweep speed")
