@@ -7,7 +7,7 @@ import gradio as gr
 from .callbacks import Handlers
 from .compare import CompareHandlers, build_compare
 from .explore import build_explore
-from .options import ASSETS, INSTANT
+from .options import ASSETS
 from .pairs import BUNDLED, SEED_PAIR, PairCache
 from .sandbox import SandboxHandlers, build_sandbox
 from .strategies import StrategiesHandlers, build_strategies
@@ -61,10 +61,9 @@ def build_app(pair_spec=None, public=None, pairs=None):
             with gr.Tab("Trade-off", id="tradeoff", elem_id="tab-tradeoff"):
                 build_tradeoff(tradeoff, explore, tabs)
             with gr.Tab("Sandbox", id="sandbox", elem_id="tab-sandbox"):
-                update = build_sandbox(sandbox, explore)["update"]
+                build_sandbox(sandbox, explore)
             with gr.Tab("Strategies", id="strategies", elem_id="tab-strategies"):
                 build_strategies(strategies)
-        demo.load(*update, **INSTANT)
     return demo
 
 

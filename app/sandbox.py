@@ -92,8 +92,10 @@ def build_sandbox(handlers, explore):
                 position = gr.Number(None, precision=0, label="Explore token #", min_width=100, elem_id="sandbox-position")
                 load = gr.Button("Load q and p from Explore's run", elem_id="sandbox-load")
         with gr.Column(scale=2):
-            plot = gr.Plot(label="One decision", elem_id="sandbox-plot")
-            text = gr.HTML("", elem_id="sandbox-text")
+            # drawn here, not on page load: a load event would fetch plotly's 4.6 MB script before the page is ready
+            figure, explanation, _ = handlers.update("v3", 0.5, *labels, *q, *p)
+            plot = gr.Plot(figure, label="One decision", elem_id="sandbox-plot")
+            text = gr.HTML(explanation, elem_id="sandbox-text")
             timing = gr.Markdown("", elem_id="sandbox-timing")
     everything = [rule, alpha, *cells[0], *cells[1], *cells[2]]
     outputs = [plot, text, timing]
@@ -106,4 +108,3 @@ def build_sandbox(handlers, explore):
         handlers.update, everything, outputs, **live)
     load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
         handlers.update, everything, outputs, **live)
-    return dict(update=(handlers.update, everything, outputs))
