@@ -6,8 +6,8 @@ from pathlib import Path
 from app.viz.format import rules_table
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("cascade_core", "app", "bench", "distill", "custom_generate")
-TOOLS_AND_UI = ("app", "bench", "distill", "tests", "gradio", "plotly", "ray", "playwright")
+PACKAGES = ("cascade_core", "app", "bench", "distill", "sweeps", "custom_generate")
+TOOLS_AND_UI = ("app", "bench", "distill", "sweeps", "tests", "gradio", "plotly", "ray", "playwright")
 
 
 def module_name(path):
