@@ -14,7 +14,7 @@ from bench.markdown import write_section  # noqa: E402
 from bench.measure import bench_arguments  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from sweeps import load_prompts, sweep  # noqa: E402
-from sweeps.sweep import load_named_pair  # noqa: E402
+from sweeps.chain import load_named_pair  # noqa: E402
 
 RULES = ["chow", "diff", "opt", "v3", "lossy"]
 

@@ -1,12 +1,23 @@
 """One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
 import time
 
-from cascade_core import RULES, generate
+from cascade_core import RULES, generate, load_pair
 from cascade_core.costs import expected_speedup, fresh_run_calls
+from cascade_core.models import parse_pair
 
 from .quality import exact_match, rouge_l, target_nll, target_probabilities
 
 TIMING_FIELDS = ("wall_seconds", "cost_ratio", "projected_speedup")
+
+
+def load_named_pair(pair_spec):
+    """The pair a spec names; any failure to load it is one sentence."""
+    try:
+        return load_pair(**parse_pair(pair_spec), progress=lambda m: None)
+    except ValueError:
+        raise
+    except Exception as error:  # a broken download, a missing file: say which pair and why
+        raise ValueError(f"the pair {pair_spec!r} could not be loaded: {type(error).__name__}: {error}") from None
 
 
 def run_chain(pair, item, rule, alphas, seed, gamma, temperature, max_new_tokens, share_prefix=True):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import ray
 
-from .chain import run_chain
+from .chain import load_named_pair, run_chain
 
 ROOT = Path(__file__).resolve().parent.parent
 _PAIRS = {}  # per worker process: the pairs it has loaded, by spec
@@ -13,8 +13,6 @@ _PAIRS = {}  # per worker process: the pairs it has loaded, by spec
 
 def _chain_task(pair_spec, item, rule, alphas, seed, settings):
     import torch
-
-    from .sweep import load_named_pair
 
     torch.set_num_threads(1)  # one core per task: Ray gives each worker one
     if pair_spec not in _PAIRS:

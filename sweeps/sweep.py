@@ -1,23 +1,13 @@
 """The quality/cost frontier of rules over a prompt set: every (prompt, rule, alpha, seed), in-process or on Ray."""
-from cascade_core import RULES, generate, get_rule, load_pair
+from cascade_core import RULES, generate, get_rule
 from cascade_core.models import parse_pair
 from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
 
 from .alphas import alphas_per_rule, check_alphas, parse_alphas
-from .chain import run_chain
+from .chain import load_named_pair, run_chain
 from .store import SweepFolder
 
 PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
-
-
-def load_named_pair(pair_spec):
-    """The pair a spec names; any failure to load it is one sentence."""
-    try:
-        return load_pair(**parse_pair(pair_spec), progress=lambda m: None)
-    except ValueError:
-        raise
-    except Exception as error:  # a broken download, a missing file: say which pair and why
-        raise ValueError(f"the pair {pair_spec!r} could not be loaded: {type(error).__name__}: {error}") from None
 
 
 def chain_key(row):
