@@ -8,8 +8,8 @@ from cascade_core import RULES
 from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
 
-from .callbacks import raises_for_client
-from .controls import alpha_slider_range, clamp_alpha, rule_info
+from .callbacks import Handlers, raises_for_client
+from .controls import alpha_slider_range, rule_info
 from .options import INSTANT
 from .viz.sandbox import sandbox_figure, sandbox_html
 
@@ -42,12 +42,6 @@ class SandboxHandlers:
         figure = sandbox_figure(labels, numbers, rule, alpha, alpha_slider_range(rule))
         text = sandbox_html(labels, numbers, rule, alpha)
         return figure, text, f"computed in {(time.perf_counter() - start) * 1000:.0f} ms on the server"
-
-    @staticmethod
-    def rule_changed(rule, alpha):
-        lo, hi = alpha_slider_range(rule)
-        return (gr.update(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=RULES[rule].alpha_used),
-                rule_info(rule))
 
     @staticmethod
     def load(run, index):
@@ -104,7 +98,7 @@ def build_sandbox(handlers, explore):
         control.input(handlers.update, everything, outputs, **live)
     for box in cells[0]:
         box.submit(handlers.update, everything, outputs, **live)
-    rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
+    rule.input(Handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
         handlers.update, everything, outputs, **live)
     load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
         handlers.update, everything, outputs, **live)

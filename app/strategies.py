@@ -5,8 +5,8 @@ import gradio as gr
 from cascade_core.strategies import run_strategies
 from cascade_core.strict_json import dumps
 
-from .callbacks import raises_for_client, warns_in_page
-from .controls import Settings, alpha_slider_range, clamp_alpha, run_controls
+from .callbacks import Handlers, raises_for_client, warns_in_page
+from .controls import Settings, alpha_slider_range, run_controls
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.timeline import lanes_figure, lanes_html
@@ -62,7 +62,6 @@ def build_strategies(handlers):
         with gr.Column(scale=2):
             plot = gr.Plot(label="Strategies on one clock", elem_id="strategies-plot")
             texts = gr.HTML("", elem_id="strategies-texts")
-    rule.input(lambda r, a: gr.update(minimum=alpha_slider_range(r)[0], maximum=alpha_slider_range(r)[1],
-                                      value=clamp_alpha(r, a)), [rule, alpha], alpha, **INSTANT)
+    rule.input(lambda r, a: Handlers.rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
     run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)

@@ -3,7 +3,7 @@ first token where a row's text leaves the row above marked."""
 import html
 
 from .format import number
-from .tokens import token_text_html, tooltip
+from .tokens import token_span
 
 WHY = ("Every row uses the same seed, so every position draws the same random numbers: rows agree until a rule's "
        "decision changes the text, and the first token where a row leaves the row above is outlined.")
@@ -28,12 +28,8 @@ def compare_html(rows):
     for r, (label, positions, sources) in enumerate(rows):
         tokens = [pos["token"] for pos in positions]
         split = first_divergence(tokens, above)
-        cells = []
-        for i, (pos, source) in enumerate(zip(positions, sources)):
-            mark = " diverge" if i == split else ""
-            cells.append(f'<span class="tok {source}{mark}" style="min-width:{widths[i]}ch" data-pos="{i}" '
-                         f'data-tip="{html.escape(tooltip(i, pos, source, label.split()[0]))}">'
-                         f"{token_text_html(pos['text'])}</span>")
+        cells = [token_span(i, pos, source, label.split()[0], " diverge" if i == split else "", widths[i])
+                 for i, (pos, source) in enumerate(zip(positions, sources))]
         note = "" if split is None else f'<span class="diverge-note">leaves the row above at #{split}</span>'
         lines.append(f'<div class="compare-row" data-row="{r}"><button class="row-label" data-row="{r}" '
                      f'title="open this row in Explore">{html.escape(label)}</button>{note}'

@@ -53,10 +53,11 @@ def tooltip(index, pos, source, rule):
     return "\n".join(lines)
 
 
-def token_span(index, pos, source, rule, extra_class=""):
-    classes = f"tok {source}{extra_class}"
-    return (f'<span class="{classes}" data-pos="{index}" data-tip="{html.escape(tooltip(index, pos, source, rule))}">'
-            f"{token_text_html(pos['text'])}</span>")
+def token_span(index, pos, source, rule, extra_class="", width=None):
+    """One token with its hover card; ``width`` (in characters) lines tokens up in columns (Compare's rows)."""
+    style = "" if width is None else f' style="min-width:{width}ch"'
+    return (f'<span class="tok {source}{extra_class}"{style} data-pos="{index}" '
+            f'data-tip="{html.escape(tooltip(index, pos, source, rule))}">{token_text_html(pos["text"])}</span>')
 
 
 def tokens_html(positions, sources, rule, first_changed=None, running=False, note=""):
