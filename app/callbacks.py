@@ -17,6 +17,7 @@ from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, 
 from .gpu import gpu
 from .worker import ENGINE
 from .viz import figures
+from .viz.format import html_text, markdown_text
 from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import inspector_html, tokens_html
 
@@ -70,8 +71,8 @@ def warns_in_page(status_view):
             try:
                 yield from fn(*args, **kwargs)
             except ValueError as error:
-                gr.Warning(str(error))
-                yield status_view(f"⚠️ {error}")
+                gr.Warning(html_text(error))
+                yield status_view(f"⚠️ {markdown_text(error)}")
         return generator
     return decorate
 
@@ -86,6 +87,35 @@ def raises_for_client(fn):
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from error
     return generator
+
+
+def progress_messages(steps, progress, result):
+    """An API call's work as (finished, JSON text): while ``steps`` (a generator of the call's work, block by block)
+    runs on the engine thread, ``{"generating": progress(step)}`` at most every PROGRESS_INTERVAL seconds; then
+    ``result(what steps returned)``."""
+    last = time.perf_counter()
+    steps = ENGINE.iterate(steps)
+    while True:
+        try:
+            step = next(steps)
+        except StopIteration as end:
+            yield True, dumps(result(end.value))
+            return
+        if time.perf_counter() - last >= PROGRESS_INTERVAL:
+            last = time.perf_counter()
+            yield False, dumps({"generating": progress(step)})
+
+
+def read_or_stopped(messages, unread, request):
+    """The texts an API call streams. A caller who disconnects is stopped by Gradio at its next message; one who
+    never reads the stream is stopped here, between two blocks, once more than UNREAD_LIMIT messages wait for it,
+    so neither holds a generation slot."""
+    for finished, text in messages:
+        if not finished and request is not None and unread(request.session_hash) > UNREAD_LIMIT:
+            messages.close()
+            raise ValueError("stopped: nobody read this call's progress; read the result stream while the call "
+                             "goes on")
+        yield text
 
 
 def resume_caption(trace):
@@ -178,7 +208,7 @@ class Handlers:
                 message = next(loading)
             except StopIteration as done:
                 return done.value
-            yield status_only(message)
+            yield status_only(markdown_text(message))
 
     def _stream(self, trace_iter, s, cost_ratio):
         """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
@@ -275,22 +305,13 @@ class Handlers:
                 max_new_tokens: int = 64, seed: int = 0, request: gr.Request = None) -> str:
         """Run the cascade on the app's default pair. Its last value is the trace as JSON (cascade_core's
         Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}} every
-        PROGRESS_INTERVAL seconds. A caller who disconnects is stopped by Gradio at its next message; one who
-        never reads the stream is stopped here once UNREAD_LIMIT messages wait for it, so neither holds the queue."""
+        PROGRESS_INTERVAL seconds (see read_or_stopped for callers who leave)."""
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed)
-        for finished, text in self._trace_stream(s):
-            if not finished and request is not None and self.unread(request.session_hash) > UNREAD_LIMIT:
-                raise ValueError(f"stopped after {json.loads(text)['generating']['tokens']} tokens: nobody read this "
-                                 "run's progress; read the result stream while the run goes on")
-            yield text
+        yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
     @gpu
-    def _trace_stream(self, s):
-        last = time.perf_counter()
-        for trace in ENGINE.iterate(stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())):
-            if trace.finished:
-                yield True, trace.to_json()
-            elif time.perf_counter() - last >= PROGRESS_INTERVAL:
-                last = time.perf_counter()
-                yield False, dumps({"generating": {"tokens": len(trace.positions), "max_new_tokens": s.max_new_tokens}})
+    def _trace_messages(self, s):
+        steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
+        yield from progress_messages(steps, lambda trace: {"tokens": len(trace.positions),
+                                                           "max_new_tokens": s.max_new_tokens}, Trace.to_dict)

@@ -2,18 +2,19 @@
 numbers, streamed from the engine, aligned by position; a click on a row opens it in Explore."""
 import gradio as gr
 
-from cascade_core import RULES, generate, stream
+from cascade_core import RULES, stream
 from cascade_core.costs import expected_speedup
-from cascade_core.strict_json import dumps
+from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
-from .callbacks import raises_for_client, warns_in_page
-from .controls import Settings, run_controls
+from .callbacks import progress_messages, raises_for_client, read_or_stopped, warns_in_page
+from .controls import Settings, check_budget, run_controls
 from .explore import opened_in_explore
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.compare import compare_html, compare_stats_markdown
+from .viz.format import html_text
 from .worker import ENGINE
 
 MAX_ROWS = 6
@@ -44,22 +45,53 @@ def row_stats(pair, trace, c):
                 speedup=None if acceptance is None else expected_speedup(acceptance, s["gamma"], c, s["gamma"] + 1))
 
 
+def compare_steps(pair, settings):
+    """The rows one after another, each block by block: yields the traces so far (the last one growing) after every
+    block and returns them all."""
+    done = []
+    for s in settings:
+        trace = None
+        for trace in stream(pair, s.prompt, **s.engine_kwargs()):
+            yield done + [trace]
+        done.append(trace)
+    return done
+
+
+def row_key(rule, alpha):
+    """What makes two rows the same run: the rule, and alpha where the rule reads it."""
+    return rule, alpha if RULES[rule].alpha_used else None
+
+
 def preset_cells(rows):
     rows = rows + [("", 0.0)] * (MAX_ROWS - len(rows))
     return [value for rule, alpha in rows for value in (rule, alpha)]
 
 
 class CompareHandlers:
-    def __init__(self, pairs, default_pair_spec):
-        self.pairs, self.default_pair_spec = pairs, default_pair_spec
+    def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
+        self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
 
     def settings(self, prompt, rows, gamma, temperature, seed, max_new_tokens, pair_spec=None):
-        """One checked Settings per row; rows: [(rule, alpha)] (empty rules skipped)."""
-        rows = [(rule, alpha) for rule, alpha in rows if rule]
+        """One checked Settings per row; rows: [(rule, alpha)] (empty rules skipped). A bad row is named by its
+        number; two rows that are the same run are refused."""
+        rows = [(i, rule, alpha) for i, (rule, alpha) in enumerate(rows, 1) if rule]
         if not 1 <= len(rows) <= MAX_ROWS:
             raise ValueError(f"rows: give 1 to {MAX_ROWS} (rule, alpha) rows, got {len(rows)}")
-        return [Settings.from_inputs(prompt, pair_spec or self.default_pair_spec, True, rule, alpha, gamma,
-                                     temperature, max_new_tokens, seed) for rule, alpha in rows]
+        settings, seen = [], {}
+        for i, rule, alpha in rows:
+            try:
+                s = Settings.from_inputs(prompt, pair_spec or self.default_pair_spec, True, rule, alpha, gamma,
+                                         temperature, max_new_tokens, seed)
+            except ValueError as error:
+                raise ValueError(f"row {i}: {error}") from None
+            key = row_key(s.rule, s.alpha)
+            if key in seen:
+                raise ValueError(f"rows {seen[key]} and {i} are the same run ({label(s.rule, s.alpha)}); "
+                                 "give each row another rule or alpha")
+            seen[key] = i
+            settings.append(s)
+        check_budget(len(settings), settings[0].max_new_tokens, "rows")
+        return settings
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu
@@ -67,32 +99,33 @@ class CompareHandlers:
         """Stream the rows one after another, each block by block. Outputs: traces state, rows HTML, stats, status."""
         settings = self.settings(prompt, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed, max_new_tokens)
         pair = self.pairs.get(settings[0].pair_spec)
-        done = []
-        for i, s in enumerate(settings):
-            for trace in ENGINE.iterate(stream(pair, s.prompt, **s.engine_kwargs())):
-                shown = done + [trace]
-                yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
-                                                for t in shown]), gr.skip(),
-                       f"Row {i + 1} of {len(settings)}: {len(trace.positions)} tokens…")
-            done.append(trace)
-        stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in done]
-        yield done, gr.skip(), compare_stats_markdown(stats), f"Done: {len(done)} rows."
+        traces = []
+        for traces in ENGINE.iterate(compare_steps(pair, settings)):
+            yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
+                                            for t in traces]), gr.skip(),
+                   f"Row {len(traces)} of {len(settings)}: {len(traces[-1].positions)} tokens…")
+        stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
+        yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows."
 
     @gpu
     def preset(self, name, prompt, gamma, temperature, max_new_tokens):
-        """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input)."""
+        """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input); a preset
+        placed by a pilot run yields no change while the pilot runs, block by block."""
         rows = PRESETS.get(name, [])
         if rows is None:
             try:
                 s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                          max_new_tokens, 0)
-                pilot = ENGINE.call(generate, self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
+                pilot = None
+                for pilot in ENGINE.iterate(stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())):
+                    yield [gr.skip()] * (2 * MAX_ROWS)
             except ValueError as error:
-                gr.Warning(str(error))
-                return [gr.skip()] * (2 * MAX_ROWS)
+                gr.Warning(html_text(error))
+                yield [gr.skip()] * (2 * MAX_ROWS)
+                return
             rows = [("lossless", 0.0)] + [(r, auto_alphas(r, [p["a_star"][r] for p in pilot.positions], 3)[1])
                                           for r in ("opt", "v3", "chow")]
-        return preset_cells(rows)
+        yield preset_cells(rows)
 
     @staticmethod
     def open_row(traces, event: gr.EventData):
@@ -106,16 +139,24 @@ class CompareHandlers:
 
     @raises_for_client
     def api_compare(self, prompt: str, rows: list, gamma: int = 4, temperature: float = 1.0, seed: int = 0,
-                    max_new_tokens: int = 64) -> str:
-        """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair: a JSON list of traces, each
-        what /run returns for that row."""
+                    max_new_tokens: int = 64, request: gr.Request = None) -> str:
+        """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair. Its last value is a JSON list
+        of traces, each what /run returns for that row; before that it streams {"generating": {"row": i, "rows": n,
+        "tokens": t, "max_new_tokens": m}} as /run does."""
         if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
-            raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {rows!r}"[:200])
+            raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {shown(rows)}")
         settings = self.settings(prompt, [(r["rule"], r.get("alpha", 0.0)) for r in rows], gamma, temperature, seed,
                                  max_new_tokens)
-        pair = self.pairs.get(settings[0].pair_spec)
-        traces = [ENGINE.call(generate, pair, s.prompt, **s.engine_kwargs()).to_dict() for s in settings]
-        yield dumps(traces)
+        yield from read_or_stopped(self._compare_messages(settings), self.unread, request)
+
+    @gpu
+    def _compare_messages(self, settings):
+        def progress(traces):
+            return {"row": len(traces), "rows": len(settings), "tokens": len(traces[-1].positions),
+                    "max_new_tokens": settings[0].max_new_tokens}
+
+        steps = compare_steps(self.pairs.get(settings[0].pair_spec), settings)
+        yield from progress_messages(steps, progress, lambda traces: [t.to_dict() for t in traces])
 
 
 ROWS_JS = """

@@ -8,8 +8,11 @@ import gradio as gr
 from cascade_core import RULES, get_rule
 from cascade_core.settings import MAX_GAMMA, MAX_SEED, check_prompt, temperature_value, whole_number
 
-# The page's slider and the API share one token limit: a run holds the app's single generation slot.
+# The page's slider and the API share one token limit per run,
 APP_MAX_NEW_TOKENS = 1024
+# and one limit on the tokens a whole call may generate: its runs (Compare's rows, Trade-off's rules x alphas and its
+# pilot, the four strategies) x max_new_tokens. Six runs of APP_MAX_NEW_TOKENS, Compare's largest call, fit.
+REQUEST_TOKEN_BUDGET = 6 * APP_MAX_NEW_TOKENS
 OPEN_END = 2.0  # an infinite end of a rule's alpha range is shown as +-2 on the slider
 BELOW_OPEN_TOP = 0.01  # a range open at its top (lossy's [0, 1)) stops one slider step below it
 
@@ -35,6 +38,15 @@ def cost_presets(path):
                 c = round(min(max(record[path_name]["c"], 0.01), 1.0), 2)
                 presets.append((f"c = {c:.2f}: {pair}, {path_name}, measured on {record['device']}", c))
     return presets
+
+
+def check_budget(runs, max_new_tokens, fields):
+    """Refuse, before any model call, a call whose runs x max_new_tokens exceed REQUEST_TOKEN_BUDGET; ``fields``
+    names what set the number of runs."""
+    if runs * max_new_tokens > REQUEST_TOKEN_BUDGET:
+        raise ValueError(f"{fields} and max_new_tokens ask for {runs} runs x {max_new_tokens} = "
+                         f"{runs * max_new_tokens} tokens; one call may generate at most {REQUEST_TOKEN_BUDGET} "
+                         "tokens: ask for fewer runs or fewer tokens")
 
 
 def alpha_is_used(rule):

@@ -1,5 +1,6 @@
 """The page: a title and five tabs (Explore, Compare, Trade-off, Sandbox, Strategies), each with its API; and
 launching it."""
+import functools
 import os
 
 import gradio as gr
@@ -7,14 +8,17 @@ import gradio as gr
 from .callbacks import Handlers
 from .compare import CompareHandlers, build_compare
 from .explore import build_explore
-from .options import ASSETS
+from .options import ASSETS, GENERATION_SLOTS
 from .pairs import BUNDLED, SEED_PAIR, PairCache
 from .sandbox import SandboxHandlers, build_sandbox
 from .strategies import StrategiesHandlers, build_strategies
 from .tradeoff import TradeoffHandlers, build_tradeoff
 
-QUEUE_SIZE = 24  # runs that may wait for the generation slot; each holds it for at most APP_MAX_NEW_TOKENS tokens
-API = dict(concurrency_id="generate", concurrency_limit=1)
+QUEUE_SIZE = 24  # calls that may wait for a generation slot (options.GENERATION_SLOTS), beyond those in them
+API = dict(concurrency_id="generate", concurrency_limit=GENERATION_SLOTS)
+# Sessions whose state Gradio keeps (its default is 10,000: every API call is a new session, about 0.4 MB each
+# for this page's config, so memory grew with every call); the least recently used beyond it are dropped.
+SESSION_CAPACITY = 32
 
 
 def on_space():
@@ -39,9 +43,10 @@ def build_app(pair_spec=None, public=None, pairs=None):
     public = on_space() if public is None else public
     pairs = pairs or PairCache(public=public)
     demo = gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False)
-    handlers = Handlers(pairs, pair_spec, unread=lambda session_hash: unread_messages(demo, session_hash))
-    compare, tradeoff = CompareHandlers(pairs, pair_spec), TradeoffHandlers(pairs, pair_spec)
-    sandbox, strategies = SandboxHandlers(), StrategiesHandlers(pairs, pair_spec)
+    unread = functools.partial(unread_messages, demo)
+    handlers = Handlers(pairs, pair_spec, unread=unread)
+    compare, tradeoff = CompareHandlers(pairs, pair_spec, unread), TradeoffHandlers(pairs, pair_spec, unread)
+    sandbox, strategies = SandboxHandlers(), StrategiesHandlers(pairs, pair_spec, unread)
     with demo:
         # The API first, so that no page event's default name can take one of its names.
         gr.api(handlers.api_run, api_name="run", **API)
@@ -64,6 +69,13 @@ def build_app(pair_spec=None, public=None, pairs=None):
                 build_sandbox(sandbox, explore)
             with gr.Tab("Strategies", id="strategies", elem_id="tab-strategies"):
                 build_strategies(strategies)
+
+        def forget_session(request: gr.Request):
+            """A closed page: free its session's state (its runs) now rather than when the store is full."""
+            if hasattr(demo, "state_holder"):
+                demo.state_holder.session_data.pop(request.session_hash, None)
+
+        demo.unload(forget_session)
     return demo
 
 
@@ -73,4 +85,4 @@ def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=F
     waiting runs a new one is refused at once ("Queue is full! Please try again.") instead of waiting minutes."""
     return demo.queue(default_concurrency_limit=1, max_size=queue_size).launch(
         server_name=host, server_port=port, share=share, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
-        css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
+        css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"], state_session_capacity=SESSION_CAPACITY)

@@ -11,6 +11,7 @@ from cascade_core.strict_json import dumps
 from .callbacks import Handlers, raises_for_client
 from .controls import alpha_slider_range, rule_info
 from .options import INSTANT
+from .viz.format import html_text
 from .viz.sandbox import sandbox_figure, sandbox_html
 
 SIZE = 8
@@ -38,7 +39,7 @@ class SandboxHandlers:
         try:
             numbers = dissect(rule, q, p, alpha)
         except ValueError as error:
-            return gr.skip(), f'<p class="warning">⚠️ {error}</p>', ""
+            return gr.skip(), f'<p class="warning">⚠️ {html_text(error)}</p>', ""
         figure = sandbox_figure(labels, numbers, rule, alpha, alpha_slider_range(rule))
         text = sandbox_html(labels, numbers, rule, alpha)
         return figure, text, f"computed in {(time.perf_counter() - start) * 1000:.0f} ms on the server"

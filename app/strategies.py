@@ -2,48 +2,71 @@
 run for real, on one clock."""
 import gradio as gr
 
-from cascade_core.strategies import run_strategies
-from cascade_core.strict_json import dumps
+from cascade_core import mapped
+from cascade_core.strategies import STRATEGIES, strategy_steps
+from cascade_core.values import is_number, shown
 
-from .callbacks import Handlers, raises_for_client, warns_in_page
-from .controls import Settings, alpha_slider_range, run_controls
+from .callbacks import Handlers, progress_messages, raises_for_client, read_or_stopped, warns_in_page
+from .controls import Settings, alpha_slider_range, check_budget, run_controls
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
 
 
+# The runs the four strategies make at most: the draft's answer and the target's, speculative decoding, the
+# speculative cascade and the sequential cascade.
+RUNS = 5
+
+
 def checked_threshold(threshold):
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
-        raise ValueError(f"threshold must be a number from 0 to 1 (the draft's mean max q), got {threshold!r}")
+    if not is_number(threshold) or not 0 <= threshold <= 1:
+        raise ValueError(f"threshold must be a number from 0 to 1 (the draft's mean max q), got {shown(threshold)}")
     return float(threshold)
 
 
 class StrategiesHandlers:
-    def __init__(self, pairs, default_pair_spec):
-        self.pairs, self.default_pair_spec = pairs, default_pair_spec
+    def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
+        self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
 
-    def lanes(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
+    def settings(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
+        """(run settings, threshold), checked, and the call's tokens against the request budget."""
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed)
+        threshold = checked_threshold(threshold)
+        check_budget(RUNS, s.max_new_tokens, "the four strategies")
+        return s, threshold
+
+    def lane_steps(self, s, threshold):
+        """The four strategies block by block (cascade_core.strategies.strategy_steps)."""
         kwargs = {k: v for k, v in s.engine_kwargs().items() if k not in ("rule", "alpha", "chat")}
-        return ENGINE.call(run_strategies, self.pairs.get(s.pair_spec), s.prompt, s.rule, s.alpha,
-                           checked_threshold(threshold), **kwargs)
+        return strategy_steps(self.pairs.get(s.pair_spec), s.prompt, s.rule, s.alpha, threshold, **kwargs)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu
     def run(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
-        yield gr.skip(), gr.skip(), "Running the four strategies, one after another…"
-        lanes = self.lanes(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+        s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+        steps = ENGINE.iterate(self.lane_steps(s, threshold))
+        lanes = yield from mapped(steps, lambda step: (
+            gr.skip(), gr.skip(), f"Strategy {STRATEGIES.index(step[0]) + 1} of {len(STRATEGIES)}, {step[0]}: "
+                                  f"{len(step[1].positions)} tokens…"))
         yield lanes_figure(lanes), lanes_html(lanes, rule), "Done: times are measured, call by call."
 
     @raises_for_client
     def api_strategies(self, prompt: str, rule: str = "v3", alpha: float = 0.5, threshold: float = 0.6,
-                       gamma: int = 4, temperature: float = 1.0, seed: int = 0, max_new_tokens: int = 64) -> str:
+                       gamma: int = 4, temperature: float = 1.0, seed: int = 0, max_new_tokens: int = 64,
+                       request: gr.Request = None) -> str:
         """Per strategy (cascade, speculative decoding, speculative cascade, sequential cascade): its calls
-        ([role, start, end] in seconds), text and totals, as JSON."""
-        lanes = self.lanes(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
-        yield dumps([{key: lane[key] for key in ("name", "calls", "text", "totals")} for lane in lanes])
+        ([role, start, end] in seconds), text and totals, as JSON; before that it streams {"generating":
+        {"strategy": name, "tokens": t}} as /run does."""
+        s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+        yield from read_or_stopped(self._lane_messages(s, threshold), self.unread, request)
+
+    @gpu
+    def _lane_messages(self, s, threshold):
+        yield from progress_messages(self.lane_steps(s, threshold), lambda step: {"strategy": step[0], "tokens": len(step[1].positions)},
+                                     lambda lanes: [{key: lane[key] for key in ("name", "calls", "text", "totals")}
+                                                    for lane in lanes])
 
 
 def build_strategies(handlers):

@@ -1,29 +1,26 @@
 """The Trade-off tab: for the current prompt, the frontier the selected rules trace as alpha sweeps (the sweeps
 package, with prefix sharing and progress); or a prompt set's frontier from a sweep's rows.jsonl."""
 import json
-import queue
 
 import gradio as gr
 
-from cascade_core import RULES
-from cascade_core.strict_json import dumps
-from sweeps import sweep
+from cascade_core import RULES, mapped
+from cascade_core.values import shown
+from sweeps.alphas import parse_alphas
 from sweeps.figures import frontier_figure
 from sweeps.report import summarise
+from sweeps.sweep import sweep_steps
 
-from .callbacks import raises_for_client, warns_in_page
-from .controls import Settings, run_controls
+from .callbacks import progress_messages, raises_for_client, read_or_stopped, warns_in_page
+from .controls import Settings, check_budget, run_controls
 from .explore import opened_in_explore
 from .gpu import gpu
 from .options import GENERATING, INSTANT, example_prompts
+from .viz.format import markdown_text
 from .worker import ENGINE
 
 RULE_CHOICES = [r for r in RULES if RULES[r].kind != "baseline"] + ["target"]
 DEFAULT_RULES = ["lossless", "chow", "opt", "v3"]
-
-
-class Stopped(Exception):
-    """The page asked for no more chains (Stop, or the visitor left)."""
 
 
 def point_choices(rows):
@@ -31,46 +28,58 @@ def point_choices(rows):
             for i, r in enumerate(summarise(rows))]
 
 
+def progress_text(step):
+    """A status line for a sweep's Progress."""
+    if step.stage == "pilot":
+        return f"Placing the alphas with a pilot run: {len(step.trace.positions)} tokens…"
+    s = step.trace.settings
+    alpha = f" alpha {s['alpha']:g}" if RULES[s["rule"]].alpha_used else ""
+    return f"{step.done} of {step.total} chains done; {s['rule']}{alpha}: {len(step.trace.positions)} tokens…"
+
+
+def runs_asked(rules, alphas):
+    """The runs a frontier makes at most: each rule's alphas (one run for a rule without alpha), and the pilot
+    that places auto alphas."""
+    per_rule = alphas[1] if alphas[0] == "auto" else len(alphas)
+    runs = sum(per_rule if RULES[r].alpha_used else 1 for r in rules)
+    return runs + (alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules))
+
+
 class TradeoffHandlers:
-    def __init__(self, pairs, default_pair_spec):
-        self.pairs, self.default_pair_spec = pairs, default_pair_spec
+    def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
+        self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
 
-    def settings(self, prompt, rules, gamma, temperature, seed, max_new_tokens):
-        """The run settings, checked as Explore checks them (the first rule stands in for all)."""
-        if not rules or not all(isinstance(r, str) for r in rules):
-            raise ValueError(f"rules: choose at least one of {', '.join(RULE_CHOICES)}, got {rules!r}")
-        return Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
-                                    max_new_tokens, seed)
+    def settings(self, prompt, rules, alphas, gamma, temperature, seed, max_new_tokens):
+        """(run settings, distinct rules in their order), checked as Explore checks them (the first rule stands in
+        for all), and the call's tokens against the request budget."""
+        if not isinstance(rules, list) or not rules or not all(isinstance(r, str) for r in rules):
+            raise ValueError(f"rules must be a list of rule names, at least one of {', '.join(RULE_CHOICES)}; "
+                             f"got {shown(rules)}")
+        rules = list(dict.fromkeys(rules))  # a rule named twice runs once
+        unknown = next((r for r in rules if r not in RULE_CHOICES), None)
+        if unknown is not None:
+            raise ValueError(f"unknown rule {shown(unknown)} in rules; the frontier's rules are: "
+                             f"{', '.join(RULE_CHOICES)}")
+        s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
+                                 max_new_tokens, seed)
+        check_budget(runs_asked(rules, parse_alphas(alphas)), s.max_new_tokens, "rules, alphas")
+        return s, rules
 
-    def frontier_rows(self, s, rules, alphas, share_prefix=True, progress=None):
+    def frontier_steps(self, s, rules, alphas, share_prefix=True):
+        """The sweep of one prompt, block by block (sweeps.sweep_steps): yields Progress, returns the rows."""
         item = dict(prompt=s.prompt, prompt_id="0", category=None, reference=None, answer=None)
-        return sweep(s.pair_spec, [item], rules, alphas, [s.seed], gamma=s.gamma, temperature=s.temperature,
-                     max_new_tokens=s.max_new_tokens, share_prefix=share_prefix, progress=progress,
-                     pair=self.pairs.get(s.pair_spec))
+        return sweep_steps(s.pair_spec, [item], rules, alphas, [s.seed], gamma=s.gamma, temperature=s.temperature,
+                           max_new_tokens=s.max_new_tokens, share_prefix=share_prefix,
+                           pair=self.pairs.get(s.pair_spec))
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu
     def run(self, prompt, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c):
-        """Outputs: rows state, figure, point chooser, status."""
-        s = self.settings(prompt, rules, gamma, temperature, seed, max_new_tokens)
-        messages, stop = queue.Queue(), []
-
-        def progress(done, total, rows):
-            if stop:
-                raise Stopped
-            messages.put(f"{done} of {total} chains done ({rows[0]['rule']}: {len(rows)} alphas)…")
-
-        future = ENGINE.submit(self.frontier_rows, s, rules, alphas, bool(share_prefix), progress)
-        try:
-            yield gr.skip(), gr.skip(), gr.skip(), "Placing the alphas with a pilot run…"
-            while not future.done():
-                try:
-                    yield gr.skip(), gr.skip(), gr.skip(), messages.get(timeout=0.25)
-                except queue.Empty:
-                    pass
-        finally:
-            stop.append(True)  # a closed page stops the sweep after its current chain
-        rows = future.result()
+        """Outputs: rows state, figure, point chooser, status. Stop, or a closed page, ends the sweep after the
+        block it is in."""
+        s, rules = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
+        steps = ENGINE.iterate(self.frontier_steps(s, rules, alphas, bool(share_prefix)))
+        rows = yield from mapped(steps, lambda step: (gr.skip(), gr.skip(), gr.skip(), progress_text(step)))
         figure = frontier_figure(summarise(rows), x_axis, "target_nll", c)
         generated = sum(r["generated_tokens"] for r in rows)
         yield (rows, figure, gr.update(choices=point_choices(rows), value=None),
@@ -99,14 +108,24 @@ class TradeoffHandlers:
             title = f"{len({r['prompt_id'] for r in rows})} prompts, {len(rows)} rows: means with 95% intervals"
             return rows, frontier_figure(summarise(rows), x_axis, "target_nll", c, title), f"Loaded {len(rows)} rows."
         except (ValueError, KeyError, TypeError) as error:
-            return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {type(error).__name__}: {error}"
+            return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {markdown_text(f'{type(error).__name__}: {error}')}"
 
     @raises_for_client
     def api_frontier(self, prompt: str, rules: list, alphas: str = "auto:6", seed: int = 0, gamma: int = 4,
-                     temperature: float = 1.0, max_new_tokens: int = 48) -> str:
-        """For one prompt on the app's default pair: one row per (rule, alpha), as sweeps.sweep makes them (JSON)."""
-        s = self.settings(prompt, rules, gamma, temperature, seed, max_new_tokens)
-        yield dumps(ENGINE.call(self.frontier_rows, s, rules, alphas))
+                     temperature: float = 1.0, max_new_tokens: int = 48, request: gr.Request = None) -> str:
+        """For one prompt on the app's default pair. Its last value is one row per (rule, alpha), as sweeps.sweep
+        makes them (JSON); before that it streams {"generating": {"stage": "pilot" or "chain", "chains_done": d,
+        "chains": n, "tokens": t}} as /run does."""
+        s, rules = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
+        yield from read_or_stopped(self._frontier_messages(s, rules, alphas), self.unread, request)
+
+    @gpu
+    def _frontier_messages(self, s, rules, alphas):
+        def progress(step):
+            return {"stage": step.stage, "chains_done": step.done, "chains": step.total,
+                    "tokens": len(step.trace.positions)}
+
+        yield from progress_messages(self.frontier_steps(s, rules, alphas), progress, lambda rows: rows)
 
 
 def build_tradeoff(handlers, explore, tabs):

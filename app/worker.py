@@ -12,8 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-DONE = object()
-
 
 def engine_threads():
     """Every core this process may use but one, which the server keeps."""
@@ -31,9 +29,14 @@ class EngineThread:
         return self._pool
 
     def iterate(self, generator):
-        """The generator's values, each step computed on the engine thread."""
+        """The generator's values, each step computed on the engine thread; returns what the generator returns.
+        Steps of generators iterated at the same time queue on the one thread in turn: concurrent runs take turns
+        block by block, so a long one delays a short one by one block per step, not by its whole length."""
         try:
-            while (value := self._executor().submit(next, generator, DONE).result()) is not DONE:
+            while True:
+                finished, value = self._executor().submit(advance, generator).result()
+                if finished:
+                    return value
                 yield value
         finally:  # a handler stopped early (Stop, a client gone): close the generation on its own thread too
             self._executor().submit(generator.close).result()
@@ -44,6 +47,14 @@ class EngineThread:
     def submit(self, fn, *args, **kwargs):
         """fn's future, run on the engine thread."""
         return self._executor().submit(fn, *args, **kwargs)
+
+
+def advance(generator):
+    """(False, its next value) or (True, what it returned)."""
+    try:
+        return False, next(generator)
+    except StopIteration as end:
+        return True, end.value
 
 
 ENGINE = EngineThread()

@@ -17,6 +17,7 @@ from app.sandbox import START, SandboxHandlers  # noqa: E402
 from app.tradeoff import TradeoffHandlers  # noqa: E402
 from bench.measure import bench_arguments  # noqa: E402
 from bench.server import app_process  # noqa: E402
+from cascade_core import finish  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 PROMPT = "Who is Buzz Aldrin?"
@@ -54,11 +55,11 @@ def bench_compare(pairs, pair_name, repeats):
 def bench_frontier(pairs, pair_name, max_new_tokens):
     """{share_prefix: (seconds, runs, tokens in the rows, tokens generated)} for one prompt x 4 rules x 6 alphas."""
     handlers = TradeoffHandlers(pairs, pair_name)
-    s = handlers.settings(PROMPT, FRONTIER_RULES, 4, 0.7, 0, max_new_tokens)
+    s, rules = handlers.settings(PROMPT, FRONTIER_RULES, "auto:6", 4, 0.7, 0, max_new_tokens)
     results = {}
     for share in (True, False):
         start = time.perf_counter()
-        rows = handlers.frontier_rows(s, FRONTIER_RULES, "auto:6", share_prefix=share)
+        rows = finish(handlers.frontier_steps(s, rules, "auto:6", share_prefix=share))
         results[share] = (time.perf_counter() - start, len(rows), sum(r["tokens"] for r in rows),
                           sum(r["generated_tokens"] for r in rows))
     return results

@@ -225,7 +225,7 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
     if prefix and (prefix[-1]["token"] in run.eos or len(prefix) >= max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in run.eos else "max_new_tokens"
         yield trace
-        return
+        return trace
     start = time.perf_counter()
     with torch.inference_mode():
         run.prefill()
@@ -233,11 +233,28 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
             run.step()
             trace.counters["wall_seconds"] = time.perf_counter() - start
             yield trace
+    return trace
+
+
+def finish(steps):
+    """Run a generator of steps (``stream``, a sweep's, the strategies') to its end and return what it returns."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def mapped(steps, fn):
+    """A generator of steps with every value passed through fn; returns what steps returns."""
+    while True:
+        try:
+            value = next(steps)
+        except StopIteration as end:
+            return end.value
+        yield fn(value)
 
 
 def generate(pair, prompt=None, **kwargs):
     """Run the cascade to the end and return its Trace (see ``stream`` for the arguments)."""
-    trace = None
-    for trace in stream(pair, prompt, **kwargs):
-        pass
-    return trace
+    return finish(stream(pair, prompt, **kwargs))

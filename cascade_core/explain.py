@@ -9,6 +9,7 @@ import torch
 
 from .rules import RULES, Distributions, get_rule, total_variation
 from .sampling import acceptance_and_residual, output_distribution
+from .values import is_finite_number, shown
 
 
 def threshold(rule, pos, alpha):
@@ -78,12 +79,13 @@ def dissect(rule, q, p, alpha):
 
 
 def _distribution(values, name):
-    """A probability vector from non-negative weights (normalised), or a ValueError naming q or p."""
+    """A probability vector from non-negative weights (normalised), or a ValueError naming q or p. Weights are
+    scaled by their largest first, so that weights near the float limit (1e308 each) do not overflow their sum."""
     if not isinstance(values, (list, tuple)) or not 2 <= len(values) <= 64 or \
-            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-                    for v in values):
-        raise ValueError(f"{name} must be a list of 2 to 64 non-negative numbers, got {values!r}")
-    total = sum(values)
-    if total <= 0:
-        raise ValueError(f"{name} must have some positive weight, got {values!r}")
-    return torch.tensor(values, dtype=torch.float64) / total
+            not all(is_finite_number(v) and v >= 0 for v in values):
+        raise ValueError(f"{name} must be a list of 2 to 64 non-negative numbers, got {shown(values)}")
+    weights = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    if weights.max() <= 0:
+        raise ValueError(f"{name} must have some positive weight, got {shown(values)}")
+    weights = weights / weights.max()
+    return weights / weights.sum()

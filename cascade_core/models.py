@@ -20,6 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from .compiled import compile_pair
 from .draft import load_draft
 from .kernels import choose_kernels, use_measured_kernels
+from .values import shown
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The distilled draft's own layers (python -m distill); the rest is shared with the target.
@@ -184,13 +185,13 @@ def parse_pair(spec):
     """A pair spec, the way the app's menu and the sweeps name a pair ('tiny', 'bundled' or 'draft_id ->
     target_id', spaces around ids ignored), as load_pair's keyword arguments."""
     if not isinstance(spec, str):
-        raise ValueError(f"model pair must be text such as 'bundled' or 'draft_id -> target_id', got {spec!r}")
+        raise ValueError(f"model pair must be text such as 'bundled' or 'draft_id -> target_id', got {shown(spec)}")
     spec = spec.strip()
     if spec in (TINY, BUNDLED):
         return {"name": spec}
     draft, arrow, target = spec.partition("->")
     if not arrow or not draft.strip() or not target.strip():
-        raise ValueError(f"model pair {spec!r} not understood: pick one from the list or write 'draft_id -> target_id'")
+        raise ValueError(f"model pair {shown(spec)} not understood: pick one from the list or write 'draft_id -> target_id'")
     return {"draft": draft.strip(), "target": target.strip()}
 
 

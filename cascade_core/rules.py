@@ -16,6 +16,8 @@ from typing import Callable
 
 import torch
 
+from .values import is_finite_number, shown
+
 
 @dataclass(frozen=True)
 class Distributions:
@@ -191,11 +193,11 @@ class Rule:
         return a.gather(-1, x.unsqueeze(-1)).squeeze(-1) if self.per_token else a
 
     def check_alpha(self, alpha):
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
-            raise ValueError(f"alpha must be a finite number, got {alpha!r}")
+        if not is_finite_number(alpha):
+            raise ValueError(f"alpha must be a finite number, got {shown(alpha)}")
         lo, hi = self.alpha_range
         if not (lo <= alpha and (alpha < hi if self.upper_open else alpha <= hi)):
-            raise ValueError(f"alpha={alpha} is outside rule {self.name!r}'s range {self.range_text()}")
+            raise ValueError(f"alpha={shown(alpha)} is outside rule {self.name!r}'s range {self.range_text()}")
 
     def range_text(self):
         lo, hi = self.alpha_range
@@ -251,7 +253,7 @@ RULES = {rule.name: rule for rule in (
 def get_rule(name):
     """The record of a rule, or a ValueError that lists the rules."""
     if not isinstance(name, str) or name not in RULES:
-        raise ValueError(f"unknown rule {name!r}; the rules are: {', '.join(RULES)}")
+        raise ValueError(f"unknown rule {shown(name)}; the rules are: {', '.join(RULES)}")
     return RULES[name]
 
 

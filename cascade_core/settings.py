@@ -1,8 +1,7 @@
 """The settings of a run, checked before any model is called: each bad value gets one sentence that names the
 field, the value and what is allowed, whatever type a caller sends (None, strings, lists, bools, bytes)."""
-import math
-
 from .rules import get_rule
+from .values import is_finite_number, shown
 
 MAX_GAMMA = 16
 MAX_NEW_TOKENS = 2048
@@ -12,25 +11,15 @@ MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
 
 
-def shown(value):
-    """A value as a message quotes it: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def whole_number(value, name, lo, hi):
     """value as an int in [lo, hi]; 4.0 counts as 4 (sliders and JSON clients send floats)."""
-    if is_number(value) and math.isfinite(value) and value == int(value) and lo <= value <= hi:
+    if is_finite_number(value) and value == int(value) and lo <= value <= hi:
         return int(value)
     raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {shown(value)}")
 
 
 def temperature_value(value):
-    if is_number(value) and (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
+    if is_finite_number(value) and (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
         return float(value)
     raise ValueError(f"temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE} to {MAX_TEMPERATURE:g}, "
                      f"got {shown(value)}")

@@ -7,7 +7,7 @@
 4. the token-level sequential cascade with the same rule: one position at a time, the target only where the rule
    needs it. Its tokens are (3)'s; only the cost differs.
 """
-from .engine import generate
+from .engine import stream
 
 STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
 
@@ -26,16 +26,26 @@ def lane(name, traces, extra=None):
                 totals=totals)
 
 
-def run_strategies(pair, prompt, rule, alpha, threshold, **settings):
-    """The four lanes (see the module's docstring) for one prompt; ``settings``: gamma, temperature, seed,
-    max_new_tokens as for generate."""
-    drafted = generate(pair, prompt, rule="draft", alpha=0.0, **settings)
+def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
+    """The four lanes (see the module's docstring) for one prompt, block by block: yields (strategy, the growing
+    Trace) after every block and returns the lanes; ``settings``: gamma, temperature, seed, max_new_tokens as for
+    generate."""
+    def run(strategy, **kwargs):
+        trace = None
+        for trace in stream(pair, prompt, **settings, **kwargs):
+            yield strategy, trace
+        return trace
+
+    drafted = yield from run("cascade", rule="draft", alpha=0.0)
     confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
-    cascade = [drafted] + ([generate(pair, prompt, rule="target", alpha=0.0, **settings)]
-                           if confidence < threshold else [])
+    cascade = [drafted] + ([(yield from run("cascade", rule="target", alpha=0.0))] if confidence < threshold else [])
+    speculative = yield from run("speculative decoding", rule="lossless", alpha=0.0)
+    cascaded = yield from run("speculative cascade", rule=rule, alpha=alpha)
+    sequential = yield from run("sequential cascade", rule=rule, alpha=alpha, sequential=True)
     return [
         lane("cascade", cascade, dict(confidence=confidence, threshold=threshold, deferred=len(cascade) > 1)),
-        lane("speculative decoding", [generate(pair, prompt, rule="lossless", alpha=0.0, **settings)]),
-        lane("speculative cascade", [generate(pair, prompt, rule=rule, alpha=alpha, **settings)]),
-        lane("sequential cascade", [generate(pair, prompt, rule=rule, alpha=alpha, sequential=True, **settings)]),
+        lane("speculative decoding", [speculative]),
+        lane("speculative cascade", [cascaded]),
+        lane("sequential cascade", [sequential]),
     ]
+

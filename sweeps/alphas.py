@@ -1,32 +1,40 @@
 """Which alphas a sweep runs per rule: an explicit list, checked against each rule's range, or ``auto:N``: N alphas
 spread so that the deferral rates of a pilot run cover 0 to 1 evenly."""
 import math
+import re
 
 import numpy as np
 
 from cascade_core import RULES
+from cascade_core.values import is_finite_number, shown
 
+MAX_AUTO = 50  # auto:N places at most this many alphas per rule
 OPEN_TOP = 0.99  # the highest alpha tried in a range open at its top (lossy's [0, 1))
 
 
 def parse_alphas(spec):
-    """'auto:N' -> ('auto', N); '0.1,0.3' or [0.1, 0.3] -> the list of numbers."""
+    """'auto:N' -> ('auto', N); '0.1,0.3' or [0.1, 0.3] -> the sorted list of distinct numbers."""
     if isinstance(spec, (list, tuple)):
         values = list(spec)
+        bad = next((v for v in values if not is_finite_number(v)), None)
+        if bad is not None:
+            raise ValueError(f"alphas: every alpha must be a finite number, got {shown(bad)} in {shown(spec)}")
     elif isinstance(spec, str) and spec.startswith("auto:"):
         n = spec.removeprefix("auto:")
-        if not n.isdigit() or not 1 <= int(n) <= 50:
-            raise ValueError(f"alphas {spec!r}: auto:N needs a whole number N from 1 to 50")
+        if not re.fullmatch("[0-9]{1,2}", n) or not 1 <= int(n) <= MAX_AUTO:
+            raise ValueError(f"alphas {shown(spec)}: auto:N needs a whole number N from 1 to {MAX_AUTO}")
         return "auto", int(n)
     elif isinstance(spec, str):
         try:
             values = [float(v) for v in spec.split(",") if v.strip()]
         except ValueError:
-            raise ValueError(f"alphas {spec!r}: give 'auto:N' or numbers separated by commas") from None
+            raise ValueError(f"alphas {shown(spec)}: give 'auto:N' or numbers separated by commas") from None
+        if not all(map(math.isfinite, values)):
+            raise ValueError(f"alphas {shown(spec)}: every alpha must be a finite number")
     else:
-        raise ValueError(f"alphas must be 'auto:N' or a list of numbers, got {spec!r}")
+        raise ValueError(f"alphas must be 'auto:N' or a list of numbers, got {shown(spec)}")
     if not values:
-        raise ValueError(f"alphas {spec!r}: give 'auto:N' or at least one number")
+        raise ValueError(f"alphas {shown(spec)}: give 'auto:N' or at least one number")
     return sorted(set(values))
 
 

@@ -1,10 +1,12 @@
 """The quality/cost frontier of rules over a prompt set: every (prompt, rule, alpha, seed), in-process or on Ray."""
-from cascade_core import RULES, generate, get_rule
+from typing import NamedTuple
+
+from cascade_core import RULES, finish, get_rule, mapped, stream
 from cascade_core.models import parse_pair
 from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
 
 from .alphas import alphas_per_rule, check_alphas, parse_alphas
-from .chain import load_named_pair, run_chain
+from .chain import chain_steps, load_named_pair
 from .store import SweepFolder
 
 PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
@@ -14,11 +16,20 @@ def chain_key(row):
     return row["prompt_id"], row["rule"], row["seed"]
 
 
+def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens):
+    """Positions of one lossless run per prompt (seed 0), each holding a* of every rule; yields the growing Trace
+    after every block."""
+    positions = []
+    for item in prompts:
+        trace = yield from stream(pair, item["prompt"], rule=PILOT_RULE, alpha=0.0, gamma=gamma,
+                                  temperature=temperature, seed=0, max_new_tokens=max_new_tokens)
+        positions += trace.positions
+    return positions
+
+
 def pilot_positions(pair, prompts, gamma, temperature, max_new_tokens):
-    """Positions of one lossless run per prompt (seed 0), each holding a* of every rule."""
-    return [pos for item in prompts for pos in generate(
-        pair, item["prompt"], rule=PILOT_RULE, alpha=0.0, gamma=gamma, temperature=temperature, seed=0,
-        max_new_tokens=max_new_tokens).positions]
+    """pilot_steps' positions at once."""
+    return finish(pilot_steps(pair, prompts, gamma, temperature, max_new_tokens))
 
 
 def check(rules, seeds, gamma, temperature, max_new_tokens):
@@ -35,12 +46,27 @@ def check(rules, seeds, gamma, temperature, max_new_tokens):
     whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
 
 
-def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, temperature=1.0, max_new_tokens=64,
-          share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None):
-    """Rows, one per (prompt, rule, alpha, seed) (see chain.row for the keys). ``prompts``: dicts as load_prompts
-    makes them; ``alphas``: 'auto:N' or a list, checked against each rule's range; ``out``: a folder that keeps
-    rows.jsonl (resumable) and sweep.json; ``ray``/``ray_address``: run the chains on a local Ray instance or an
-    existing cluster; ``progress(done, total, rows)``: called as chains finish; ``pair``: an already loaded pair
+class Progress(NamedTuple):
+    """A sweep's step: the pilot run or a chain (``done`` of ``total`` chains finished), and its growing Trace."""
+
+    stage: str
+    done: int
+    total: int
+    trace: object
+
+
+def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), **options):
+    """Rows, one per (prompt, rule, alpha, seed) (see chain.row for the keys); the arguments are sweep_steps'."""
+    return finish(sweep_steps(pair_spec, prompts, rules, alphas, seeds, **options))
+
+
+def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, temperature=1.0,
+                max_new_tokens=64, share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None):
+    """A sweep block by block: yields a Progress after every block of the pilot and of each chain run here (on Ray,
+    nothing until every chain is back) and returns the rows. ``prompts``: dicts as load_prompts makes them;
+    ``alphas``: 'auto:N' or a list, checked against each rule's range; ``out``: a folder that keeps rows.jsonl
+    (resumable) and sweep.json; ``ray``/``ray_address``: run the chains on a local Ray instance or an existing
+    cluster; ``progress(done, total, rows)``: called as chains finish; ``pair``: an already loaded pair
     (in-process only)."""
     rules, seeds = list(rules), list(seeds)
     check(rules, seeds, gamma, temperature, max_new_tokens)
@@ -51,10 +77,13 @@ def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, te
                     max_new_tokens=max_new_tokens, prompts=[p["prompt_id"] for p in prompts])
     folder = SweepFolder(out, settings) if out else None
     pair = pair or load_named_pair(pair_spec)
-    needs_pilot = alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules)
-    positions = pilot_positions(pair, prompts, gamma, temperature, max_new_tokens) if needs_pilot else []
-    per_rule = alphas_per_rule(rules, alphas, positions)
     chains = [(item, rule, seed) for item in prompts for rule in rules for seed in seeds]
+    needs_pilot = alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules)
+    positions = []
+    if needs_pilot:
+        pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens)
+        positions = yield from mapped(pilot, lambda trace: Progress("pilot", 0, len(chains), trace))
+    per_rule = alphas_per_rule(rules, alphas, positions)
     done = {}
     for row in folder.finished_rows() if folder else []:
         done.setdefault(chain_key(row), []).append(row)
@@ -78,6 +107,7 @@ def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, te
                    ray_address, finished)
     else:
         for item, rule, seed in todo:
-            finished(run_chain(pair, item, rule, per_rule[rule], seed, **run_settings))
+            steps = chain_steps(pair, item, rule, per_rule[rule], seed, **run_settings)
+            finished((yield from mapped(steps, lambda trace: Progress("chain", len(done), len(chains), trace))))
     return [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
 

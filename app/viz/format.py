@@ -1,6 +1,7 @@
 """Number and text formatting shared by the token cards, the stats panel, the figures and the docs."""
 import html
 import math
+import re
 
 from cascade_core import RULES
 
@@ -24,6 +25,20 @@ def token_repr(text):
 def plot_text(text):
     """token_repr for plotly, whose labels read a subset of HTML: escaped, so '<b>' shows as '<b>'."""
     return html.escape(token_repr(text))
+
+
+MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def html_text(message):
+    """A message for an HTML surface (a toast, an HTML block) that shows a quoted value as text, never as markup."""
+    return html.escape(str(message), quote=False)
+
+
+def markdown_text(message):
+    """A message for a Markdown component, shown as text: HTML escaped, and Markdown's punctuation backslashed, so
+    '**bold**', '[link](x)' and '<img>' in a quoted value read as typed."""
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", html_text(message))
 
 
 def clip(value, lo, hi):
