@@ -12,6 +12,7 @@ import torch
 from gradio_client import Client
 
 from app.callbacks import Handlers
+from app.options import GENERATION_SLOTS
 from app.pairs import PairCache
 from app.viz import figures
 from app.viz.tokens import inspector_html
@@ -174,7 +175,8 @@ def test_a_never_read_api_call_stops_generating(counted_app):
 def test_a_full_queue_answers_at_once(counted_app):
     url, _ = counted_app
     client = Client(url, verbose=False)
-    long = [client.submit(prompt="Once", max_new_tokens=1024, gamma=1, api_name="/run") for _ in range(3)]
+    long = [client.submit(prompt="Once", max_new_tokens=1024, gamma=1, api_name="/run")
+            for _ in range(GENERATION_SLOTS + 2)]  # every slot taken, and the queue of 2 full
     time.sleep(1)
     start = time.perf_counter()
     with pytest.raises(Exception, match="Queue is full"):
