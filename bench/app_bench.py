@@ -129,7 +129,7 @@ def bench_whole_run(pair_name, repeats):
 
     pair = load_pair(pair_name, progress=lambda m: None)
     times = {"engine in-process": [], "/run API": [], "page, Run to Done": []}
-    with app_process(pair_name) as url, sync_playwright() as playwright:
+    with app_process(pair_name) as (url, _), sync_playwright() as playwright:
         client = Client(url, verbose=False)
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})

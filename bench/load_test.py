@@ -1,13 +1,16 @@
-"""A load test of the explorer's /run API on loopback: concurrent clients, abandoned calls among them.
+"""A load test of the explorer's APIs on loopback: every tab's calls, concurrent, abandoned and never read.
 
-    HF_HUB_OFFLINE=1 python bench/load_test.py [--pair tiny] [--clients 16] [--calls 5] [--seconds 900]   (make load-test)
+    HF_HUB_OFFLINE=1 python bench/load_test.py [--pair tiny] [--clients 16] [--calls 5] [--sessions 500]
+                                               [--seconds 1800]   (make load-test)
 
-The app runs in its own process (``python app.py``), as users run it. Measured: a probe's latency alone; the
-delay an abandoned call (a client killed 4 s into a 1024-token run) and never-read calls (posted, never
-listened to) add to the next caller; then ``--clients`` threads making ``--calls`` calls each, with abandoned
-calls started among them: errors, "queue full" answers, outputs that differ from the engine's own run of the
-same settings, and p50/p95 latency. Everything is bounded by ``--seconds``; the report goes to
-docs/app-benchmarks.md.
+The app runs in its own process (``python app.py``), as users run it. Measured: a probe's latency alone (a small
+/run); the probe beside a long call of each kind running (/run, /compare, /frontier, /strategies at their
+largest), and right after a client of each kind died 4 s into its call; the probe after never-read calls (posted,
+never listened to); ``--clients`` threads making ``--calls`` mixed calls each (/run, /compare, /sandbox,
+/frontier, /strategies in turn), with abandoned calls of every kind among them: errors, "queue full" answers,
+/run and /compare outputs that differ from the engine's own runs, p50/p95 latency; and the server's memory
+(RSS) before and after ``--sessions`` calls, each from a new session. Everything is bounded by ``--seconds``;
+the report goes to docs/app-benchmarks.md.
 """
 import argparse
 import json
@@ -30,11 +33,22 @@ from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 
 PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses of a paperclip.", "Why is the sky blue?"]
+COMPARE_ROWS = [{"rule": "v3", "alpha": 0.5}, {"rule": "chow", "alpha": 0.5}]
+# Each tab's largest call within the request budget: what an abandoned or a neighbouring call can cost.
+LONG = {
+    "/run": dict(prompt="Tell me a long story.", max_new_tokens=1024),
+    "/compare": dict(prompt="Tell me a long story.", max_new_tokens=1024,
+                     rows=[{"rule": r, "alpha": a} for r, a in (("chow", 0.5), ("diff", 0.1), ("opt", 0.2),
+                                                                ("v1", 0.2), ("v2", 0.2), ("v3", 0.5))]),
+    "/frontier": dict(prompt="Tell me a long story.", rules=["lossless", "chow", "opt", "v3"], alphas="auto:6",
+                      max_new_tokens=256),
+    "/strategies": dict(prompt="Tell me a long story.", max_new_tokens=1024),
+}
 ABANDON = """
-import os, sys, time
+import json, os, sys, time
 from gradio_client import Client
-Client(sys.argv[1], verbose=False).submit(prompt="Tell me a long story.", max_new_tokens=1024, api_name="/run")
-time.sleep(float(sys.argv[2]))
+Client(sys.argv[1], verbose=False).submit(**json.loads(sys.argv[2]), api_name=sys.argv[3])
+time.sleep(float(sys.argv[4]))
 os._exit(0)
 """
 
@@ -44,19 +58,43 @@ def request(i, max_new_tokens):
                 max_new_tokens=max_new_tokens, seed=i % len(PROMPTS))
 
 
-def call(url, req):
+def compare_request(i, max_new_tokens):
+    return dict(prompt=PROMPTS[i % len(PROMPTS)], rows=COMPARE_ROWS, gamma=4, temperature=1.0, seed=i % len(PROMPTS),
+                max_new_tokens=max_new_tokens)
+
+
+def mixed_call(i, max_new_tokens):
+    """The i-th call of the mixed load: (API, arguments), every tab in turn, small enough to answer in seconds."""
+    prompt, seed = PROMPTS[i % len(PROMPTS)], i % len(PROMPTS)
+    return [("/run", request(i, max_new_tokens)),
+            ("/compare", compare_request(i, max_new_tokens // 2)),
+            ("/sandbox", dict(q=[0.5, 0.3, 0.2], p=[0.2, 0.5, 0.3], rule="v3", alpha=0.3)),
+            ("/frontier", dict(prompt=prompt, rules=["v3"], alphas="0.2,0.6", seed=seed, max_new_tokens=8)),
+            ("/strategies", dict(prompt=prompt, seed=seed, max_new_tokens=8))][i % 5]
+
+
+def call(url, api, args):
     start = time.perf_counter()
-    trace = json.loads(Client(url, verbose=False).predict(**req, api_name="/run"))
-    return time.perf_counter() - start, trace["tokens"]
+    answer = json.loads(Client(url, verbose=False).predict(**args, api_name=api))
+    return time.perf_counter() - start, answer
 
 
 def probe(url, max_new_tokens):
-    return call(url, request(0, max_new_tokens))[0]
+    return call(url, "/run", request(0, max_new_tokens))[0]
 
 
-def abandon(url, after_seconds):
-    """A client that submits a 1024-token run and dies after_seconds later without a word."""
-    return subprocess.Popen([sys.executable, "-c", ABANDON, url, str(after_seconds)])
+def abandon(url, api, after_seconds):
+    """A client that submits api's long call and dies after_seconds later without a word."""
+    return subprocess.Popen([sys.executable, "-c", ABANDON, url, json.dumps(LONG[api]), api, str(after_seconds)])
+
+
+def beside(url, api, max_new_tokens):
+    """The probe's latency while api's long call runs (cancelled afterwards)."""
+    job = Client(url, verbose=False).submit(**LONG[api], api_name=api)
+    time.sleep(2)  # the long call is generating
+    seconds = probe(url, max_new_tokens)
+    job.cancel()
+    return seconds
 
 
 def never_read(url, n):
@@ -64,6 +102,20 @@ def never_read(url, n):
     body = {"data": [PROMPTS[0], "v3", 0.3, 4, 1.0, 1024, 0]}
     for _ in range(n):
         httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10)
+
+
+def rss_mb(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+
+def new_sessions(url, n):
+    """n /sandbox calls over the plain HTTP API, each one a new session, read to the end."""
+    body = {"data": [[0.5, 0.3, 0.2], [0.2, 0.5, 0.3], "v3", 0.3]}
+    for _ in range(n):
+        event_id = httpx.post(f"{url}gradio_api/call/sandbox", json=body, timeout=30).json()["event_id"]
+        httpx.get(f"{url}gradio_api/call/sandbox/{event_id}", timeout=60)
 
 
 def load(url, clients, calls, max_new_tokens, expected, deadline):
@@ -74,12 +126,18 @@ def load(url, clients, calls, max_new_tokens, expected, deadline):
             if time.monotonic() > deadline:
                 return
             i = c * calls + k
-            req = request(i, max_new_tokens)
+            api, args = mixed_call(i, max_new_tokens)
             try:
-                seconds, tokens = call(url, req)
-                outcome = "ok" if tokens == expected[i % len(PROMPTS)] else "mismatch"
+                seconds, answer = call(url, api, args)
+                if api == "/run":
+                    same = answer["tokens"] == expected["/run"][i % len(PROMPTS)]
+                elif api == "/compare":
+                    same = [t["tokens"] for t in answer] == expected["/compare"][i % len(PROMPTS)]
+                else:
+                    same = True
+                outcome = "ok" if same else "mismatch"
             except Exception as error:  # every failure is counted and named in the report
-                seconds, outcome = None, "busy" if "Queue is full" in str(error) else f"error: {error}"
+                seconds, outcome = None, "busy" if "Queue is full" in str(error) else f"error: {api}: {error}"
             with lock:
                 results.append((outcome, seconds))
 
@@ -87,14 +145,25 @@ def load(url, clients, calls, max_new_tokens, expected, deadline):
     killed = []
     for t in threads:
         t.start()
-    for _ in range(max(1, clients // 8)):  # abandoned calls among the clients
+    for api in LONG:  # an abandoned call of every kind among the clients
         time.sleep(1)
-        killed.append(abandon(url, 2))
+        killed.append(abandon(url, api, 2))
     for t in threads:
         t.join()
     for p in killed:
         p.wait()
     return results
+
+
+def expected_outputs(pair, max_new_tokens):
+    """The engine's own tokens for the mixed load's /run and /compare calls, per prompt."""
+    runs = [generate(pair, **request(i, max_new_tokens)).tokens for i in range(len(PROMPTS))]
+    rows = []
+    for i in range(len(PROMPTS)):
+        r = compare_request(i, max_new_tokens // 2)
+        rows.append([generate(pair, r["prompt"], rule=row["rule"], alpha=row["alpha"], gamma=4, temperature=1.0,
+                              seed=r["seed"], max_new_tokens=r["max_new_tokens"]).tokens for row in r["rows"]])
+    return {"/run": runs, "/compare": rows}
 
 
 def main():
@@ -103,47 +172,62 @@ def main():
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=900)
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--seconds", type=float, default=1800)
     parser.add_argument("--out", default=str(ROOT / "docs" / "app-benchmarks.md"))
     args = parser.parse_args()
     deadline = time.monotonic() + args.seconds
     pair = load_pair(args.pair, progress=lambda m: None)
-    expected = [generate(pair, **request(i, args.max_new_tokens)).tokens for i in range(len(PROMPTS))]
-    with app_process(args.pair) as url:
+    expected = expected_outputs(pair, args.max_new_tokens)
+    with app_process(args.pair) as (url, pid):
         alone = statistics.median(probe(url, args.max_new_tokens) for _ in range(3))
-        abandon(url, 4).wait()
-        after_abandoned = probe(url, args.max_new_tokens)
+        next_to = {api: beside(url, api, args.max_new_tokens) for api in LONG}
+        after_abandoned = {}
+        for api in LONG:
+            abandon(url, api, 4).wait()
+            after_abandoned[api] = probe(url, args.max_new_tokens)
         never_read(url, 6)
         after_never_read = probe(url, args.max_new_tokens)
         start = time.perf_counter()
         results = load(url, args.clients, args.calls, args.max_new_tokens, expected, deadline)
         wall = time.perf_counter() - start
+        memory_before = rss_mb(pid)
+        new_sessions(url, args.sessions)
+        memory_after = rss_mb(pid)
     latencies = sorted(s for outcome, s in results if s is not None)
     count = {kind: sum(outcome.startswith(kind) for outcome, _ in results) for kind in ("ok", "mismatch", "busy", "error")}
     p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None
     errors = sorted({outcome for outcome, _ in results if outcome.startswith("error")})
+
+    def delay(seconds):
+        return f"{seconds:.2f} s ({seconds - alone:+.2f} s)"
+
     text = "\n".join([
-        f"## Load test: {args.pair} pair, {args.clients} clients x {args.calls} calls", "",
+        f"## Load test: {args.pair} pair, every tab, {args.clients} clients x {args.calls} calls", "",
         f"`python bench/load_test.py --pair {args.pair} --clients {args.clients} --calls {args.calls} "
-        f"--max-new-tokens {args.max_new_tokens}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}, "
-        "the app in its own process on loopback; every call v3 alpha 0.3, gamma 4, T = 1, "
-        f"{args.max_new_tokens} tokens, one of {len(PROMPTS)} prompts with its own seed.", "",
+        f"--max-new-tokens {args.max_new_tokens} --sessions {args.sessions}`, {time.strftime('%Y-%m-%d')}, "
+        f"{cpu_description()}, the app in its own process on loopback. The probe: /run v3 alpha 0.3, gamma 4, T = 1, "
+        f"{args.max_new_tokens} tokens. Long calls, each tab's largest within the request budget: /run 1024 tokens; "
+        "/compare the paper's six rules x 1024; /frontier 4 rules x auto:6 x 256 (and the pilot); /strategies 1024.",
+        "",
         "| measurement | value |", "|---|---|",
-        f"| one call alone (median of 3) | {alone:.2f} s |",
-        f"| next call after a client died 4 s into a 1024-token run | {after_abandoned:.2f} s "
-        f"(+{after_abandoned - alone:.2f} s) |",
-        f"| next call after 6 posted, never-read 1024-token calls | {after_never_read:.2f} s "
-        f"(+{after_never_read - alone:.2f} s) |",
-        f"| concurrent calls answered / made | {count['ok'] + count['mismatch']} / {len(results)} "
-        f"({max(1, args.clients // 8)} abandoned 1024-token calls among them) |",
-        f"| outputs different from the engine's own run | {count['mismatch']} |",
+        f"| the probe alone (median of 3) | {alone:.2f} s |",
+        *[f"| the probe beside a long {api} call | {delay(s)} |" for api, s in next_to.items()],
+        *[f"| the probe right after a client died 4 s into a long {api} call | {delay(s)} |"
+          for api, s in after_abandoned.items()],
+        f"| the probe after 6 posted, never-read 1024-token /run calls | {delay(after_never_read)} |",
+        f"| mixed concurrent calls (every tab in turn) answered / made | {count['ok'] + count['mismatch']} / "
+        f"{len(results)} (an abandoned long call of each of the 4 kinds among them) |",
+        f"| /run and /compare outputs different from the engine's own runs | {count['mismatch']} |",
         f"| refused as \"queue full\" | {count['busy']} |",
         f"| errors | {count['error']}{': ' + '; '.join(errors) if errors else ''} |",
         f"| latency p50 / p95 under load | {statistics.median(latencies):.2f} s / {p95:.2f} s |" if latencies else
         "| latency | - |",
-        f"| wall time of the concurrent part | {wall:.1f} s |", ""])
+        f"| wall time of the concurrent part | {wall:.1f} s |",
+        f"| server memory (RSS) before / after {args.sessions} calls from new sessions | {memory_before:.0f} MB / "
+        f"{memory_after:.0f} MB ({memory_after - memory_before:+.1f} MB) |", ""])
     print(text)
-    write_section(args.out, text, f"## Load test: {args.pair} pair")
+    write_section(args.out, text, f"## Load test: {args.pair} pair, every tab")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @contextmanager
 def app_process(pair, *args):
-    """The URL of ``python app.py --pair <pair>`` on a free loopback port, once it answers; stopped afterwards."""
+    """(URL, pid) of ``python app.py --pair <pair>`` on a free loopback port, once it answers; stopped afterwards."""
     port = free_port()
     server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--pair", pair, "--port", str(port), *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -28,7 +28,7 @@ def app_process(pair, *args):
                 time.sleep(0.5)
         else:
             raise SystemExit("the app did not start within 5 minutes")
-        yield url
+        yield url, server.pid
     finally:
         server.kill()
         server.wait()

@@ -81,7 +81,7 @@ def bench_sandbox_browser(repeats):
     """Milliseconds from a q slider's input event to the repainted plot, in chromium (tiny pair's app)."""
     from playwright.sync_api import sync_playwright
 
-    with app_process("tiny") as url, sync_playwright() as playwright:
+    with app_process("tiny") as (url, _), sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)

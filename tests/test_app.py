@@ -9,6 +9,7 @@ from gradio_client import Client
 from app.callbacks import Handlers, Run, View
 from app.controls import Settings, alpha_slider_range
 from app.pairs import PairCache, check_public
+from app.viz.format import markdown_text
 from cascade_core.models import parse_pair
 from cascade_core import Trace, generate, load_pair
 
@@ -182,7 +183,7 @@ def test_failed_model_load_is_shown_and_retried_later():
 
     handlers = Handlers(PairCache(loader=loader), "tiny")
     views = handlers.run(*{**SETTINGS, "pair": "a -> b"}.values())
-    assert "Loading model pair a -> b" in next(views).status
+    assert markdown_text("Loading model pair a -> b") in next(views).status  # shown as text: a pair is typed
     with pytest.warns(UserWarning, match="use different tokenizers"):
         assert "use different tokenizers" in list(views)[-1].status
     assert not handlers.pairs.loaded("a -> b")

@@ -175,8 +175,10 @@ def test_a_never_read_api_call_stops_generating(counted_app):
 def test_a_full_queue_answers_at_once(counted_app):
     url, _ = counted_app
     client = Client(url, verbose=False)
-    long = [client.submit(prompt="Once", max_new_tokens=1024, gamma=1, api_name="/run")
-            for _ in range(GENERATION_SLOTS + 2)]  # every slot taken, and the queue of 2 full
+    long = []
+    for _ in range(GENERATION_SLOTS + 2):  # every slot taken, then the queue of 2 filled
+        long.append(client.submit(prompt="Once", max_new_tokens=1024, gamma=1, api_name="/run"))
+        time.sleep(0.5)
     time.sleep(1)
     start = time.perf_counter()
     with pytest.raises(Exception, match="Queue is full"):
