@@ -33,7 +33,7 @@ bench-app: setup browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/tabs_bench.py $(ARGS)
 
-# The /run API under 16 concurrent clients with abandoned calls among them (loopback, bounded in time).
+# Every tab's API under 16 concurrent clients, abandoned and never-read calls, memory over new sessions (loopback, bounded).
 load-test: setup
 	HF_HUB_OFFLINE=1 $(PY) bench/load_test.py $(ARGS)
 

@@ -1,7 +1,6 @@
 """Event handlers: run, recolour, re-run, inspect, stop, and the /run API. They call cascade_core for
 every number and app.viz for every picture."""
 import functools
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple

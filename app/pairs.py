@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 from cascade_core import load_pair
 from cascade_core.models import BUNDLED, TINY, normalised, parse_pair
+from cascade_core.values import shown
 
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 CHOICES = [
@@ -27,7 +28,7 @@ def check_public(spec):
     refused = [ids[k] for k in ("draft", "target") if k in ids and ids[k] not in PUBLIC_MODEL_IDS]
     if refused:
         raise ValueError(f"this public app only loads these models: {', '.join(sorted(PUBLIC_MODEL_IDS))}; "
-                         f"not {', '.join(refused)}")
+                         f"not {', '.join(map(shown, refused))}")
 
 
 class PairCache:

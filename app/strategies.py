@@ -19,6 +19,10 @@ from .worker import ENGINE
 RUNS = 5
 
 
+def progress_text(strategy, trace):
+    return f"Strategy {STRATEGIES.index(strategy) + 1} of {len(STRATEGIES)}, {strategy}: {len(trace.positions)} tokens…"
+
+
 def checked_threshold(threshold):
     if not is_number(threshold) or not 0 <= threshold <= 1:
         raise ValueError(f"threshold must be a number from 0 to 1 (the draft's mean max q), got {shown(threshold)}")
@@ -47,9 +51,7 @@ class StrategiesHandlers:
     def run(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.lane_steps(s, threshold))
-        lanes = yield from mapped(steps, lambda step: (
-            gr.skip(), gr.skip(), f"Strategy {STRATEGIES.index(step[0]) + 1} of {len(STRATEGIES)}, {step[0]}: "
-                                  f"{len(step[1].positions)} tokens…"))
+        lanes = yield from mapped(steps, lambda step: (gr.skip(), gr.skip(), progress_text(*step)))
         yield lanes_figure(lanes), lanes_html(lanes, rule), "Done: times are measured, call by call."
 
     @raises_for_client
@@ -64,7 +66,11 @@ class StrategiesHandlers:
 
     @gpu
     def _lane_messages(self, s, threshold):
-        yield from progress_messages(self.lane_steps(s, threshold), lambda step: {"strategy": step[0], "tokens": len(step[1].positions)},
+        def progress(step):
+            strategy, trace = step
+            return {"strategy": strategy, "tokens": len(trace.positions)}
+
+        yield from progress_messages(self.lane_steps(s, threshold), progress,
                                      lambda lanes: [{key: lane[key] for key in ("name", "calls", "text", "totals")}
                                                     for lane in lanes])
 

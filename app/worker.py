@@ -1,4 +1,5 @@
-"""All of the app's model work on one long-lived thread, with one core left to the server.
+"""All of the app's model work on one long-lived thread, with one core left to the server, shared between calls by
+least attained service.
 
 torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio runs each handler on whichever
 worker thread is free: advancing every generation on one thread keeps one pool. And an OpenMP team as wide as
@@ -6,47 +7,28 @@ the machine stalls at every barrier whenever the server's own threads (its event
 figures) take one of its cores: measured on a 2-core machine, the /run API took 1.8x the engine's in-process
 time with two engine threads and 1.14x with one (docs/app-benchmarks.md). Decoding is memory-bound, so the
 engine loses little with one core fewer, and the server gets one.
+
+Calls in the app's generation slots run at the same time, one step (a block) at a time: the waiting step of the
+call that has had the fewest steps goes next. A short call beside a long one therefore waits for the block in
+progress and then runs nearly as if alone, and two long calls take turns. Between two steps of the call it just
+served, the thread gives that call GRACE seconds to ask for its next step (its handler sends the previous one
+on), so that it is not overtaken in that moment by a call that has had more steps.
 """
+import itertools
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import Future
+from operator import itemgetter
 
 import torch
+
+GRACE = 0.05
 
 
 def engine_threads():
     """Every core this process may use but one, which the server keeps."""
     return max(1, len(os.sched_getaffinity(0)) - 1)
-
-
-class EngineThread:
-    def __init__(self):
-        self._pool, self._pid = None, None
-
-    def _executor(self):
-        if self._pid != os.getpid():  # a forked worker (a ZeroGPU Space) starts its own thread
-            torch.set_num_threads(engine_threads())
-            self._pool, self._pid = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine"), os.getpid()
-        return self._pool
-
-    def iterate(self, generator):
-        """The generator's values, each step computed on the engine thread; returns what the generator returns.
-        Steps of generators iterated at the same time queue on the one thread in turn: concurrent runs take turns
-        block by block, so a long one delays a short one by one block per step, not by its whole length."""
-        try:
-            while True:
-                finished, value = self._executor().submit(advance, generator).result()
-                if finished:
-                    return value
-                yield value
-        finally:  # a handler stopped early (Stop, a client gone): close the generation on its own thread too
-            self._executor().submit(generator.close).result()
-
-    def call(self, fn, *args, **kwargs):
-        return self.submit(fn, *args, **kwargs).result()
-
-    def submit(self, fn, *args, **kwargs):
-        """fn's future, run on the engine thread."""
-        return self._executor().submit(fn, *args, **kwargs)
 
 
 def advance(generator):
@@ -55,6 +37,73 @@ def advance(generator):
         return False, next(generator)
     except StopIteration as end:
         return True, end.value
+
+
+class EngineThread:
+    def __init__(self):
+        self._ready, self._pid, self._order = threading.Condition(), None, itertools.count()
+        self._waiting = []  # (service, order, future, fn, args, call): steps asked for, not yet run
+
+    def _serving(self):
+        """Start the thread in this process (again in a forked worker, as on a ZeroGPU Space)."""
+        with self._ready:
+            if self._pid != os.getpid():
+                self._pid, self._waiting = os.getpid(), []
+                threading.Thread(target=self._serve, name="engine", daemon=True).start()
+
+    def submit(self, fn, *args, call=None, service=0):
+        """fn(*args)'s Future, run on the engine thread; ``call`` and ``service`` (the steps it has had) place it."""
+        self._serving()
+        future = Future()
+        with self._ready:
+            self._waiting.append((service, next(self._order), future, fn, args, call))
+            self._ready.notify()
+        return future
+
+    def call(self, fn, *args):
+        return self.submit(fn, *args).result()
+
+    def iterate(self, generator):
+        """The generator's values, each step computed on the engine thread; returns what the generator returns."""
+        call = object()
+        try:
+            for service in itertools.count():
+                finished, value = self.submit(advance, generator, call=call, service=service).result()
+                if finished:
+                    return value
+                yield value
+        finally:  # a handler stopped early (Stop, a client gone): close the generation on its own thread too
+            self.submit(generator.close, service=-1).result()
+
+    def _next(self, last):
+        """The waiting step with the least service (the earliest of equals); after a step of ``last`` (call, its
+        next service), wait up to GRACE for that call's next step where it would go first."""
+        deadline = time.monotonic() + GRACE
+        with self._ready:
+            while True:
+                best = min(self._waiting, key=itemgetter(0, 1), default=None)
+                expected = last is not None and (best is None or best[5] is not last[0] and last[1] <= best[0])
+                remaining = deadline - time.monotonic()
+                if best is not None and not (expected and remaining > 0):
+                    self._waiting.remove(best)
+                    return best
+                self._ready.wait(remaining if expected and remaining > 0 else None)
+
+    def _serve(self):
+        torch.set_num_threads(engine_threads())
+        last = None
+        while True:
+            service, _, future, fn, args, call = self._next(last)
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as error:  # the caller re-raises it
+                future.set_exception(error)
+                last = None
+                continue
+            future.set_result(result)
+            last = (call, service + 1) if call is not None and not result[0] else None
 
 
 ENGINE = EngineThread()

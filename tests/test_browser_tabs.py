@@ -76,3 +76,23 @@ def test_strategies(page):
     page.wait_for_selector("#strategies-plot .js-plotly-plot")
     assert page.locator("#strategies-texts .lane").count() == 4
     page.screenshot(path=SCREENSHOTS / "tiny-strategies.png", full_page=True)
+
+
+def test_typed_markup_is_shown_as_text(page):
+    """A value with HTML and Markdown in it comes back in the status line and the toast as typed: no element of it
+    enters the page and nothing it names is fetched."""
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    open_tab(page, "Trade-off")
+    markup = "<img src=x id=injected><b>b</b> **bold** [link](/y)"
+    page.fill("#tradeoff-alphas textarea, #tradeoff-alphas input", markup)
+    page.click("#tradeoff-run")
+    page.wait_for_function("() => document.querySelector('#tradeoff-status')?.innerText.includes('alphas')",
+                           timeout=60000)
+    status = page.inner_text("#tradeoff-status")
+    assert "<img src=x id=injected><b>b</b> **bold** [link](/y)" in status, status
+    page.wait_for_selector(".toast-body, [data-testid=toast-body]", timeout=10000)
+    assert page.locator("#injected").count() == 0 and page.locator("#tradeoff-status b, #tradeoff-status a").count() == 0
+    page.screenshot(path=SCREENSHOTS / "tiny-markup-as-text.png", full_page=False)
+    assert not [url for url in requested if url.rstrip("/").endswith(("/x", "/y"))], requested
+    page.fill("#tradeoff-alphas textarea, #tradeoff-alphas input", "auto:3")

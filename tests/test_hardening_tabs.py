@@ -15,10 +15,8 @@ from app.callbacks import Handlers
 from app.compare import CompareHandlers
 from app.controls import REQUEST_TOKEN_BUDGET
 from app.layout import SESSION_CAPACITY
-from app.options import GENERATION_SLOTS
 from app.pairs import PairCache
 from app.sandbox import START, SandboxHandlers
-from app.strategies import StrategiesHandlers
 from app.tradeoff import TradeoffHandlers
 from app.viz.format import markdown_text
 from app.viz.sandbox import sandbox_figure
