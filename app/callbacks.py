@@ -88,12 +88,12 @@ def raises_for_client(fn):
     return generator
 
 
-def progress_messages(steps, progress, result):
-    """An API call's work as (finished, JSON text): while ``steps`` (a generator of the call's work, block by block)
-    runs on the engine thread, ``{"generating": progress(step)}`` at most every PROGRESS_INTERVAL seconds; then
-    ``result(what steps returned)``."""
+def progress_messages(steps, size, progress, result):
+    """An API call's work as (finished, JSON text): while ``steps`` (a generator of the call's work, block by block,
+    that may generate ``size`` tokens) runs on the engine thread, ``{"generating": progress(step)}`` at most every
+    PROGRESS_INTERVAL seconds; then ``result(what steps returned)``."""
     last = time.perf_counter()
-    steps = ENGINE.iterate(steps)
+    steps = ENGINE.iterate(steps, size)
     while True:
         try:
             step = next(steps)
@@ -213,13 +213,13 @@ class Handlers:
         """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
         them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
         browser compete with generation; docs/app-benchmarks.md)."""
-        for i, trace in enumerate(ENGINE.iterate(trace_iter)):
+        for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
             view = self._view(Run(trace, s.pair_spec), s.rule, s.alpha, cost_ratio, not trace.finished,
                               with_figures=trace.finished)
             yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view
 
     @warns_in_page(status_only)
-    @gpu
+    @gpu(lambda a: a["max_new_tokens"])
     def run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Run from scratch, streaming block by block."""
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
@@ -227,7 +227,7 @@ class Handlers:
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
 
     @warns_in_page(status_only)
-    @gpu
+    @gpu(lambda a: a["max_new_tokens"])
     def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Regenerate what the new settings change: from the first flipped token after a rule/alpha
         change, from scratch after any other change (gamma alone: same text, new costs)."""
@@ -309,8 +309,9 @@ class Handlers:
                                  max_new_tokens, seed)
         yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
-    @gpu
+    @gpu(lambda a: a["s"].max_new_tokens)
     def _trace_messages(self, s):
         steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
-        yield from progress_messages(steps, lambda trace: {"tokens": len(trace.positions),
-                                                           "max_new_tokens": s.max_new_tokens}, Trace.to_dict)
+        yield from progress_messages(steps, s.max_new_tokens, lambda trace: {"tokens": len(trace.positions),
+                                                                             "max_new_tokens": s.max_new_tokens},
+                                     Trace.to_dict)

@@ -94,20 +94,20 @@ class CompareHandlers:
         return settings
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
-    @gpu
+    @gpu(lambda a: sum(1 for rule in a["cells"][::2] if rule) * a["max_new_tokens"])
     def run(self, prompt, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
         """Stream the rows one after another, each block by block. Outputs: traces state, rows HTML, stats, status."""
         settings = self.settings(prompt, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed, max_new_tokens)
         pair = self.pairs.get(settings[0].pair_spec)
         traces = []
-        for traces in ENGINE.iterate(compare_steps(pair, settings)):
+        for traces in ENGINE.iterate(compare_steps(pair, settings), len(settings) * settings[0].max_new_tokens):
             yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
                                             for t in traces]), gr.skip(),
                    f"Row {len(traces)} of {len(settings)}: {len(traces[-1].positions)} tokens…")
         stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
         yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows."
 
-    @gpu
+    @gpu(lambda a: a["max_new_tokens"])
     def preset(self, name, prompt, gamma, temperature, max_new_tokens):
         """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input); a preset
         placed by a pilot run yields no change while the pilot runs, block by block."""
@@ -117,7 +117,8 @@ class CompareHandlers:
                 s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                          max_new_tokens, 0)
                 pilot = None
-                for pilot in ENGINE.iterate(stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())):
+                pilot_steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
+                for pilot in ENGINE.iterate(pilot_steps, s.max_new_tokens):
                     yield [gr.skip()] * (2 * MAX_ROWS)
             except ValueError as error:
                 gr.Warning(html_text(error))
@@ -149,14 +150,15 @@ class CompareHandlers:
                                  max_new_tokens)
         yield from read_or_stopped(self._compare_messages(settings), self.unread, request)
 
-    @gpu
+    @gpu(lambda a: len(a["settings"]) * a["settings"][0].max_new_tokens)
     def _compare_messages(self, settings):
         def progress(traces):
             return {"row": len(traces), "rows": len(settings), "tokens": len(traces[-1].positions),
                     "max_new_tokens": settings[0].max_new_tokens}
 
         steps = compare_steps(self.pairs.get(settings[0].pair_spec), settings)
-        yield from progress_messages(steps, progress, lambda traces: [t.to_dict() for t in traces])
+        yield from progress_messages(steps, len(settings) * settings[0].max_new_tokens, progress,
+                                     lambda traces: [t.to_dict() for t in traces])
 
 
 ROWS_JS = """

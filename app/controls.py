@@ -41,12 +41,13 @@ def cost_presets(path):
 
 
 def check_budget(runs, max_new_tokens, fields):
-    """Refuse, before any model call, a call whose runs x max_new_tokens exceed REQUEST_TOKEN_BUDGET; ``fields``
-    names what set the number of runs."""
+    """The tokens a call asks for (runs x max_new_tokens), refused before any model call past REQUEST_TOKEN_BUDGET;
+    ``fields`` names what set the number of runs."""
     if runs * max_new_tokens > REQUEST_TOKEN_BUDGET:
         raise ValueError(f"{fields} and max_new_tokens ask for {runs} runs x {max_new_tokens} = "
                          f"{runs * max_new_tokens} tokens; one call may generate at most {REQUEST_TOKEN_BUDGET} "
                          "tokens: ask for fewer runs or fewer tokens")
+    return runs * max_new_tokens
 
 
 def alpha_is_used(rule):

@@ -47,10 +47,10 @@ class StrategiesHandlers:
         return strategy_steps(self.pairs.get(s.pair_spec), s.prompt, s.rule, s.alpha, threshold, **kwargs)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
-    @gpu
+    @gpu(lambda a: RUNS * a["max_new_tokens"])
     def run(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
-        steps = ENGINE.iterate(self.lane_steps(s, threshold))
+        steps = ENGINE.iterate(self.lane_steps(s, threshold), RUNS * s.max_new_tokens)
         lanes = yield from mapped(steps, lambda step: (gr.skip(), gr.skip(), progress_text(*step)))
         yield lanes_figure(lanes), lanes_html(lanes, rule), "Done: times are measured, call by call."
 
@@ -64,13 +64,13 @@ class StrategiesHandlers:
         s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
         yield from read_or_stopped(self._lane_messages(s, threshold), self.unread, request)
 
-    @gpu
+    @gpu(lambda a: RUNS * a["s"].max_new_tokens)
     def _lane_messages(self, s, threshold):
         def progress(step):
             strategy, trace = step
             return {"strategy": strategy, "tokens": len(trace.positions)}
 
-        yield from progress_messages(self.lane_steps(s, threshold), progress,
+        yield from progress_messages(self.lane_steps(s, threshold), RUNS * s.max_new_tokens, progress,
                                      lambda lanes: [{key: lane[key] for key in ("name", "calls", "text", "totals")}
                                                     for lane in lanes])
 

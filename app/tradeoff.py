@@ -50,8 +50,8 @@ class TradeoffHandlers:
         self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
 
     def settings(self, prompt, rules, alphas, gamma, temperature, seed, max_new_tokens):
-        """(run settings, distinct rules in their order), checked as Explore checks them (the first rule stands in
-        for all), and the call's tokens against the request budget."""
+        """(run settings, distinct rules in their order, the tokens the call asks for), checked as Explore checks
+        them (the first rule stands in for all), and the tokens against the request budget."""
         if not isinstance(rules, list) or not rules or not all(isinstance(r, str) for r in rules):
             raise ValueError(f"rules must be a list of rule names, at least one of {', '.join(RULE_CHOICES)}; "
                              f"got {shown(rules)}")
@@ -62,8 +62,8 @@ class TradeoffHandlers:
                              f"{', '.join(RULE_CHOICES)}")
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                  max_new_tokens, seed)
-        check_budget(runs_asked(rules, parse_alphas(alphas)), s.max_new_tokens, "rules, alphas")
-        return s, rules
+        tokens = check_budget(runs_asked(rules, parse_alphas(alphas)), s.max_new_tokens, "rules, alphas")
+        return s, rules, tokens
 
     def frontier_steps(self, s, rules, alphas, share_prefix=True):
         """The sweep of one prompt, block by block (sweeps.sweep_steps): yields Progress, returns the rows."""
@@ -73,12 +73,12 @@ class TradeoffHandlers:
                            pair=self.pairs.get(s.pair_spec))
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
-    @gpu
+    @gpu(lambda a: runs_asked(a["rules"], parse_alphas(a["alphas"])) * a["max_new_tokens"])
     def run(self, prompt, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c):
         """Outputs: rows state, figure, point chooser, status. Stop, or a closed page, ends the sweep after the
         block it is in."""
-        s, rules = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
-        steps = ENGINE.iterate(self.frontier_steps(s, rules, alphas, bool(share_prefix)))
+        s, rules, tokens = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
+        steps = ENGINE.iterate(self.frontier_steps(s, rules, alphas, bool(share_prefix)), tokens)
         rows = yield from mapped(steps, lambda step: (gr.skip(), gr.skip(), gr.skip(), progress_text(step)))
         figure = frontier_figure(summarise(rows), x_axis, "target_nll", c)
         generated = sum(r["generated_tokens"] for r in rows)
@@ -116,16 +116,16 @@ class TradeoffHandlers:
         """For one prompt on the app's default pair. Its last value is one row per (rule, alpha), as sweeps.sweep
         makes them (JSON); before that it streams {"generating": {"stage": "pilot" or "chain", "chains_done": d,
         "chains": n, "tokens": t}} as /run does."""
-        s, rules = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
-        yield from read_or_stopped(self._frontier_messages(s, rules, alphas), self.unread, request)
+        s, rules, tokens = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
+        yield from read_or_stopped(self._frontier_messages(s, rules, alphas, tokens), self.unread, request)
 
-    @gpu
-    def _frontier_messages(self, s, rules, alphas):
+    @gpu(lambda a: a["tokens"])
+    def _frontier_messages(self, s, rules, alphas, tokens):
         def progress(step):
             return {"stage": step.stage, "chains_done": step.done, "chains": step.total,
                     "tokens": len(step.trace.positions)}
 
-        yield from progress_messages(self.frontier_steps(s, rules, alphas), progress, lambda rows: rows)
+        yield from progress_messages(self.frontier_steps(s, rules, alphas), tokens, progress, lambda rows: rows)
 
 
 def build_tradeoff(handlers, explore, tabs):

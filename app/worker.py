@@ -1,5 +1,5 @@
 """All of the app's model work on one long-lived thread, with one core left to the server, shared between calls by
-least attained service.
+stride scheduling.
 
 torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio runs each handler on whichever
 worker thread is free: advancing every generation on one thread keeps one pool. And an OpenMP team as wide as
@@ -8,13 +8,16 @@ figures) take one of its cores: measured on a 2-core machine, the /run API took 
 time with two engine threads and 1.14x with one (docs/app-benchmarks.md). Decoding is memory-bound, so the
 engine loses little with one core fewer, and the server gets one.
 
-Calls in the app's generation slots run at the same time, one step (a block) at a time: the waiting step of the
-call that has had the fewest steps goes next. A short call beside a long one therefore waits for the block in
-progress and then runs nearly as if alone, and two long calls take turns. Between two steps of the call it just
-served, the thread gives that call GRACE seconds to ask for its next step (its handler sends the previous one
-on), so that it is not overtaken in that moment by a call that has had more steps.
+Calls in the app's generation slots run at the same time, one step (a block) at a time, by stride scheduling
+over the tokens each call may generate: a call's steps are placed at its start on the engine's clock, then one
+``size`` (its tokens asked) apart, and the waiting step placed earliest goes next. Calls of one size take turns;
+a call of 32 tokens beside one of 1024 gets 32 steps for each of the other's, so it runs nearly as if alone, and
+a call that arrives late neither waits for one that came before it nor holds it back. Between two steps of the
+call it just served, the thread gives that call GRACE seconds to ask for its next step (its handler sends the
+previous one on first), so that it is not overtaken in that moment.
 """
 import itertools
+import math
 import os
 import threading
 import time
@@ -42,42 +45,47 @@ def advance(generator):
 class EngineThread:
     def __init__(self):
         self._ready, self._pid, self._order = threading.Condition(), None, itertools.count()
-        self._waiting = []  # (service, order, future, fn, args, call): steps asked for, not yet run
+        self._clock = 0.0  # the place of the last step run
+        self._waiting = []  # (place, order, future, fn, args, call, stride): steps asked for, not yet run
 
     def _serving(self):
         """Start the thread in this process (again in a forked worker, as on a ZeroGPU Space)."""
         with self._ready:
             if self._pid != os.getpid():
-                self._pid, self._waiting = os.getpid(), []
+                self._pid, self._waiting, self._clock = os.getpid(), [], 0.0
                 threading.Thread(target=self._serve, name="engine", daemon=True).start()
 
-    def submit(self, fn, *args, call=None, service=0):
-        """fn(*args)'s Future, run on the engine thread; ``call`` and ``service`` (the steps it has had) place it."""
+    def submit(self, fn, *args, call=None, place=None, stride=0):
+        """fn(*args)'s Future, run on the engine thread; ``place`` on the clock (default: now) orders it."""
         self._serving()
         future = Future()
         with self._ready:
-            self._waiting.append((service, next(self._order), future, fn, args, call))
+            place = self._clock if place is None else place
+            self._waiting.append((place, next(self._order), future, fn, args, call, stride))
             self._ready.notify()
         return future
 
     def call(self, fn, *args):
         return self.submit(fn, *args).result()
 
-    def iterate(self, generator):
-        """The generator's values, each step computed on the engine thread; returns what the generator returns."""
-        call = object()
+    def iterate(self, generator, size=1):
+        """The generator's values, each step computed on the engine thread; returns what the generator returns.
+        ``size``: the tokens the call may generate, its stride."""
+        call, place = object(), None
         try:
-            for service in itertools.count():
-                finished, value = self.submit(advance, generator, call=call, service=service).result()
+            while True:
+                future = self.submit(advance, generator, call=call, place=place, stride=size)
+                finished, value = future.result()
                 if finished:
                     return value
+                place = future.place + size
                 yield value
         finally:  # a handler stopped early (Stop, a client gone): close the generation on its own thread too
-            self.submit(generator.close, service=-1).result()
+            self.submit(generator.close, place=-math.inf).result()
 
     def _next(self, last):
-        """The waiting step with the least service (the earliest of equals); after a step of ``last`` (call, its
-        next service), wait up to GRACE for that call's next step where it would go first."""
+        """The waiting step placed earliest (the earliest asked of equals); after a step of ``last`` (call, the
+        place of its next step), wait up to GRACE for that step where it would go first."""
         deadline = time.monotonic() + GRACE
         with self._ready:
             while True:
@@ -86,6 +94,7 @@ class EngineThread:
                 remaining = deadline - time.monotonic()
                 if best is not None and not (expected and remaining > 0):
                     self._waiting.remove(best)
+                    self._clock = max(self._clock, best[0])
                     return best
                 self._ready.wait(remaining if expected and remaining > 0 else None)
 
@@ -93,17 +102,18 @@ class EngineThread:
         torch.set_num_threads(engine_threads())
         last = None
         while True:
-            service, _, future, fn, args, call = self._next(last)
+            place, _, future, fn, args, call, stride = self._next(last)
             if not future.set_running_or_notify_cancel():
                 continue
+            future.place, last = place, None
             try:
                 result = fn(*args)
             except BaseException as error:  # the caller re-raises it
                 future.set_exception(error)
-                last = None
                 continue
+            if call is not None and not result[0]:
+                last = (call, place + stride)
             future.set_result(result)
-            last = (call, service + 1) if call is not None and not result[0] else None
 
 
 ENGINE = EngineThread()

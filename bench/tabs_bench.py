@@ -55,7 +55,7 @@ def bench_compare(pairs, pair_name, repeats):
 def bench_frontier(pairs, pair_name, max_new_tokens):
     """{share_prefix: (seconds, runs, tokens in the rows, tokens generated)} for one prompt x 4 rules x 6 alphas."""
     handlers = TradeoffHandlers(pairs, pair_name)
-    s, rules = handlers.settings(PROMPT, FRONTIER_RULES, "auto:6", 4, 0.7, 0, max_new_tokens)
+    s, rules, _ = handlers.settings(PROMPT, FRONTIER_RULES, "auto:6", 4, 0.7, 0, max_new_tokens)
     results = {}
     for share in (True, False):
         start = time.perf_counter()

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import huggingface_hub
 import torch
 from tokenizers import Tokenizer, decoders
 from tokenizers.models import BPE
@@ -157,6 +158,14 @@ def check_same_tokenizer(target_tok, draft_tok, target_id, draft_id):
                          "distributions token by token, so both models must share one vocabulary")
 
 
+def load_failure(error):
+    """Why a model did not load, in one line: offline and not cached (HF_HUB_OFFLINE), or the error itself."""
+    if isinstance(error, OSError) and huggingface_hub.constants.HF_HUB_OFFLINE:
+        return ("it is not in this machine's Hugging Face cache and downloads are off (HF_HUB_OFFLINE=1); download "
+                "it where the network is, or choose the bundled or tiny pair")
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_remote_code=False):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
@@ -166,8 +175,8 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
             model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype, trust_remote_code=trust_remote_code)
-        except Exception as e:  # any loading failure becomes one clear message
-            raise ValueError(f"could not load {role} model {model_id!r}: {type(e).__name__}: {e}") from e
+        except Exception as e:  # any loading failure becomes one clear line
+            raise ValueError(f"could not load {role} model {shown(model_id)}: {load_failure(e)}") from e
         model = model.to(device).eval()
         models[role] = (model, tokenizer)
     check_same_tokenizer(models["target"][1], models["draft"][1], target_id, draft_id)

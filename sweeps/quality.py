@@ -1,12 +1,11 @@
 """How good a sweep row's text is: target NLL and top-1 agreement (the target's own view of the text), ROUGE-L
 against a reference, exact match of the last number against an answer."""
+import functools
 import math
 import re
 
 import torch
-from rouge_score import rouge_scorer
 
-_ROUGE = rouge_scorer.RougeScorer(["rougeL"])
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 
 
@@ -28,8 +27,17 @@ def target_nll(p_tokens):
     return sum(-math.log(max(p, 1e-30)) for p in p_tokens) / len(p_tokens) if p_tokens else None
 
 
+@functools.cache
+def rouge_scorer():
+    """ROUGE-L, imported where a prompt set has references: the app never scores one, and runs without the
+    package (requirements-dev.txt)."""
+    from rouge_score.rouge_scorer import RougeScorer
+
+    return RougeScorer(["rougeL"])
+
+
 def rouge_l(text, reference):
-    return None if reference is None else _ROUGE.score(reference, text)["rougeL"].fmeasure
+    return None if reference is None else rouge_scorer().score(reference, text)["rougeL"].fmeasure
 
 
 def exact_match(text, answer):

@@ -119,7 +119,8 @@ def test_a_request_has_one_token_budget():
         with pytest.raises(ValueError, match=f"one call may generate at most {REQUEST_TOKEN_BUDGET} tokens"):
             tradeoff.settings("Hi", rules, alphas, 4, 1.0, 0, tokens)
     assert time.perf_counter() - start < 2  # refused before any model call
-    s, rules = tradeoff.settings("Hi", ["v3"] * 10_000, "auto:6", 4, 1.0, 0, 32)
+    s, rules, tokens = tradeoff.settings("Hi", ["v3"] * 10_000, "auto:6", 4, 1.0, 0, 32)
+    assert tokens == (6 + 1) * 32  # six alphas and the pilot
     assert rules == ["v3"]  # a rule named many times runs once
     with pytest.raises(ValueError, match=r"rows 1 and 3 are the same run \(v3 alpha 0.5\)"):
         compare.settings("Hi", [("v3", 0.5), ("chow", 0.5), ("v3", 0.5)], 4, 1.0, 0, 8)
