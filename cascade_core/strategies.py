@@ -7,7 +7,7 @@
 4. the token-level sequential cascade with the same rule: one position at a time, the target only where the rule
    needs it. Its tokens are (3)'s; only the cost differs.
 """
-from .engine import stream
+from .engine import mapped, stream
 
 STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
 
@@ -31,10 +31,7 @@ def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
     Trace) after every block and returns the lanes; ``settings``: gamma, temperature, seed, max_new_tokens as for
     generate."""
     def run(strategy, **kwargs):
-        trace = None
-        for trace in stream(pair, prompt, **settings, **kwargs):
-            yield strategy, trace
-        return trace
+        return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace))
 
     drafted = yield from run("cascade", rule="draft", alpha=0.0)
     confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
@@ -48,4 +45,3 @@ def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
         lane("speculative cascade", [cascaded]),
         lane("sequential cascade", [sequential]),
     ]
-
