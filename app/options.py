@@ -6,9 +6,9 @@ from .viz.format import rules_table
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 QUIET = dict(api_visibility="undocumented")
-# Model work, from the page and the API alike, runs in one of GENERATION_SLOTS slots; the runs in them take turns on
-# the engine thread block by block (app/worker.py), so a long call slows a short one by a block per step instead of
-# holding it back for its whole length. Its status lines report progress (Gradio's own overlay would draw streamed
+# Model work, from the page and the API alike, runs in one of GENERATION_SLOTS slots; the calls in them share the
+# engine thread block by block (app/worker.py: stride scheduling), so a long call does not hold back a short one for
+# its whole length. Its status lines report progress (Gradio's own overlay would draw streamed
 # tokens at 20% opacity). Instant events run outside the queue.
 GENERATION_SLOTS = 4
 GENERATING = dict(QUIET, concurrency_id="generate", concurrency_limit=GENERATION_SLOTS, show_progress="hidden")

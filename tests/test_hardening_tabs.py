@@ -192,7 +192,8 @@ def test_an_abandoned_call_of_every_tab_stops(slow_app, api):
 
 @pytest.mark.parametrize("api", LONG_CALLS)
 def test_a_long_call_does_not_hold_back_a_short_one(slow_app, api):
-    """The long call's blocks and the short run's take turns: the short run waits a block per block of its own."""
+    """The engine thread is shared by the tokens each call asks for: the short run waits for little more than the
+    long call's block in progress (before: for the whole long call)."""
     url, calls, _ = slow_app
     settle(calls)
     client = Client(url, verbose=False)

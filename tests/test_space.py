@@ -1,6 +1,8 @@
 """The Hugging Face Space's contract (ZeroGPU), checked offline: the README's front matter and the two requirement
 sets, `spaces` imported before torch, GPU durations that follow the request, and the app as a Space builds it:
 public mode, the seed's pair by default, a refused download in one line, the offline pairs still served."""
+import io
+import pickle
 import re
 import subprocess
 import sys
@@ -9,13 +11,15 @@ from types import SimpleNamespace
 
 import gradio
 import pytest
+import torch
 
 import app.gpu
 from app.callbacks import Handlers
+from app.controls import Settings
 from app.layout import QUEUE_SIZE
 from app.pairs import SEED_PAIR, PairCache
 from cascade_core.models import parse_pair
-from test_app import run_to_end
+from test_app import SETTINGS, run_to_end
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_ONLY = {"pytest", "playwright", "ray", "rouge-score", "spaces"}
@@ -132,3 +136,22 @@ def test_offline_the_seed_pair_is_refused_in_one_line_and_the_offline_pairs_stil
     for pair in ("tiny", "bundled"):
         view = run_to_end(handlers, pair=pair, max_new_tokens=4)
         assert len(view.run.trace.tokens) == 4 and view.status.startswith("Done")
+
+
+class NoTensors(pickle.Pickler):
+    """Pickles as ZeroGPU does what a GPU function yields, refusing any torch tensor (it would travel as a CUDA
+    tensor from the GPU process)."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.Tensor):
+            raise AssertionError(f"a tensor of shape {tuple(obj.shape)} in a yielded value")
+        return None
+
+
+def test_what_the_gpu_functions_yield_holds_no_tensor():
+    handlers = Handlers(PairCache(), "tiny")
+    views = list(handlers.run(*{**SETTINGS, "max_new_tokens": 12}.values()))
+    messages = list(handlers._trace_messages(Settings.from_inputs("Hi", "tiny", True, "v3", 0.5, 4, 1.0, 12, 0)))
+    for value in views + messages:
+        NoTensors(io.BytesIO()).dump(value)
+    assert len(views[-1].run.trace.tokens) == 12 and messages[-1][0]  # the run's last view, and /run's result
