@@ -59,10 +59,12 @@ class SandboxHandlers:
 
     @raises_for_client
     def api_sandbox(self, q: list, p: list, rule: str = "v3", alpha: float = 0.3) -> str:
-        """One decision's numbers for q and p (lists of equal length, normalised here): pi, accept_prob, residual,
-        a_star, defers (per token), tv, and output (the probability that the verified token is each token)."""
+        """One decision's numbers for q and p (lists of equal length, normalised here): pi, accept_prob, residual
+        (zeros where no rejection can happen), a_star, defers (per token), tv, rejection_prob, and output (the
+        probability that the verified token is each token)."""
         numbers = dissect(rule, q, p, alpha)
-        yield dumps({key: numbers[key] for key in ("pi", "accept_prob", "residual", "a_star", "defers", "tv", "output")})
+        yield dumps({key: numbers[key] for key in ("pi", "accept_prob", "residual", "a_star", "defers", "tv",
+                                                   "rejection_prob", "output")})
 
 
 def build_sandbox(handlers, explore):

@@ -62,8 +62,10 @@ def explain(rule, pos, alpha):
 def dissect(rule, q, p, alpha):
     """Every number of one decision, for distributions q and p over a small vocabulary (lists, normalised here;
     temperature 1): pi, the acceptance probability and the residual per token, a* per token (a position rule's
-    single a* repeated), which tokens the rule defers, TV, and ``output``: the probability that the verified token
-    is each token, enumerated over the draft's proposals, which equals pi (lossy: its own output)."""
+    single a* repeated), which tokens the rule defers, TV, ``rejection_prob`` (that the draft's token is rejected),
+    and ``output``: the probability that the verified token is each token, enumerated over the draft's proposals,
+    which equals pi (lossy: its own output). Where max(0, pi - q) is zero everywhere (pi = q) no rejection can
+    happen and the residual is all zeros: the engine's fallback to pi there is never sampled."""
     record = get_rule(rule)
     record.check_alpha(alpha)
     q, p = (_distribution(v, name) for v, name in ((q, "q"), (p, "p")))
@@ -73,9 +75,12 @@ def dissect(rule, q, p, alpha):
     accept, excess, pi = acceptance_and_residual(rule, d, alpha)
     a_star = record.a_star(d)
     a_star = a_star if record.per_token else a_star.expand(len(q))
+    rejects = bool((pi - q).clamp_min(0).sum() > 0)
     return dict(q=q.tolist(), p=p.tolist(), pi=pi.tolist(), accept_prob=accept.tolist(),
-                residual=(excess / excess.sum()).tolist(), a_star=a_star.tolist(), defers=(alpha < a_star).tolist(),
-                tv=float(total_variation(q, p)), output=output_distribution(rule, d, alpha).tolist())
+                residual=(excess / excess.sum() if rejects else torch.zeros_like(q)).tolist(),
+                rejection_prob=max(0.0, 1 - float((q * accept).sum())), a_star=a_star.tolist(),
+                defers=(alpha < a_star).tolist(), tv=float(total_variation(q, p)),
+                output=output_distribution(rule, d, alpha).tolist())
 
 
 def _distribution(values, name):

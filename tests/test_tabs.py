@@ -7,8 +7,9 @@ from gradio_client import Client
 
 from app.compare import CompareHandlers
 from app.pairs import PairCache
-from app.sandbox import SIZE, SandboxHandlers, top_tokens
+from app.sandbox import SIZE, START, SandboxHandlers, top_tokens
 from cascade_core import RULES, Trace, generate, load_pair
+from cascade_core.explain import dissect
 from test_app import TIMING, run_to_end, untimed
 
 
@@ -49,7 +50,7 @@ def test_frontier_api_rows(client):
 def test_sandbox_api_output_is_pi(client, rule):
     alpha = 1.0 if rule == "bild" else 0.4
     numbers = strict(client.predict(q=[4, 2, 1, 1], p=[1, 4, 1, 2], rule=rule, alpha=alpha, api_name="/sandbox"))
-    assert set(numbers) == {"pi", "accept_prob", "residual", "a_star", "defers", "tv", "output"}
+    assert set(numbers) == {"pi", "accept_prob", "residual", "a_star", "defers", "tv", "rejection_prob", "output"}
     assert len(numbers["defers"]) == 4 and abs(sum(numbers["output"]) - 1) < 1e-12
     if rule != "lossy":
         assert max(abs(a - b) for a, b in zip(numbers["output"], numbers["pi"])) < 1e-12
@@ -109,3 +110,16 @@ def test_sandbox_loads_a_position_of_the_explore_run():
     assert (labels, q, p) == tuple(map(list, top_tokens(run.trace.positions[3])))
     figure, text, timing = SandboxHandlers.update("v3", 0.5, *values)
     assert figure.data and "accepted set A" in text and "ms on the server" in timing
+
+
+def test_sandbox_residual_is_zero_where_no_rejection_can_happen():
+    labels, q, p = START
+    numbers = dissect("chow", q, p, 0.88)  # max q = 0.4 >= 1 - 0.88: the draft stands, pi = q
+    assert numbers["pi"] == pytest.approx(numbers["q"]) and numbers["residual"] == [0.0] * SIZE
+    assert numbers["rejection_prob"] == pytest.approx(0, abs=1e-12)
+    _, text, _ = SandboxHandlers.update("chow", 0.88, *labels, *q, *p)
+    assert "no rejection can happen" in text
+    numbers = dissect("v3", q, p, 0.2)
+    assert sum(numbers["residual"]) == pytest.approx(1)
+    assert numbers["rejection_prob"] == pytest.approx(sum(max(0, a - b) for a, b in zip(numbers["q"], numbers["pi"])))
+    assert "rejected with probability" in SandboxHandlers.update("v3", 0.2, *labels, *q, *p)[1]

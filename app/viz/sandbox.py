@@ -84,7 +84,12 @@ def sandbox_html(labels, numbers, rule, alpha):
     check = ("Enumerating the draft's proposals gives exactly pi (largest difference "
              f"{agree:.1e})." if record.kind != "speculative" or not record.lenience else
              "Lossy decoding's acceptance is not min(1, pi / q): its output differs from p, by design.")
-    return (f'<div class="sandbox"><p>{html.escape(decision)} TV(p, q) = {numbers["tv"]:.3f}. {html.escape(check)}</p>'
+    rejection = (f"The draft's token is rejected with probability {numbers['rejection_prob']:.3f}; a rejection "
+                 "samples the residual." if any(numbers["residual"]) else
+                 "pi = q: max(0, pi - q) is zero for every token, so every proposal is kept and no rejection can "
+                 "happen; the residual is never sampled.")
+    return (f'<div class="sandbox"><p>{html.escape(decision)} TV(p, q) = {numbers["tv"]:.3f}. {html.escape(check)} '
+            f'{html.escape(rejection)}</p>'
             "<table><tr><th>token</th><th>q</th><th>p</th><th>pi</th><th>keep prob min(1, pi/q)</th>"
             "<th>residual norm(max(0, pi - q))</th><th>P(output)</th><th>a*</th><th>defers</th></tr>"
             f"{rows}</table></div>")
