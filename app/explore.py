@@ -36,11 +36,15 @@ element.addEventListener('mouseover', (event) => {
   if (!token || !window.Plotly) return;
   const pos = Number(token.dataset.pos);
   for (const plot of plots()) {  // calcdata: plotly's decoded points (the figures' x arrive base64-encoded)
-    const points = [];
+    const points = [], subplots = new Set();  // the per-step figure has two panels: hover on both
     (plot.calcdata || []).forEach((trace, curve) => trace.forEach((point, i) => {
-      if (point.x === pos && plot._fullData[curve].visible === true) points.push({curveNumber: curve, pointNumber: i});
+      const data = plot._fullData[curve];
+      if (point.x === pos && data.visible === true) {
+        points.push({curveNumber: curve, pointNumber: i});
+        subplots.add(data.xaxis + data.yaxis);
+      }
     }));
-    if (points.length) window.Plotly.Fx.hover(plot, points);
+    if (points.length) window.Plotly.Fx.hover(plot, points, [...subplots]);
   }
 });
 element.addEventListener('mouseleave', () => plots().forEach((plot) => window.Plotly && window.Plotly.Fx.unhover(plot)));

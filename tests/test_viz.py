@@ -99,7 +99,9 @@ def test_step_figure_has_statistics_and_threshold(trace):
     fig = figures.step_figure(trace.positions, sources, "v3", 0.3)
     names = [t.name for t in fig.data]
     assert names[:3] == ["max q", "max p", "TV(p, q)"]
-    assert {t.visible for t in fig.data[:3]} == {"legendonly"}  # context lines, one click away
+    assert {t.visible for t in fig.data[:3]} == {None}  # shown: a row each under the rule's panel
+    rows = [fig.layout[f"yaxis{t.yaxis[1:]}"].domain for t in fig.data[:3]]
+    assert rows[2][1] < rows[1][0] < rows[1][1] < rows[0][0] < rows[0][1] < fig.layout.yaxis.domain[0]
     statistic = {x: (y, t.name) for t in fig.data if t.name.startswith("p(x), ") for x, y in zip(t.x, t.y)}
     assert [statistic[i][1] for i in range(len(sources))] == [f"p(x), {s}" for s in sources]
     assert "threshold: (1 - alpha) * max p" in names

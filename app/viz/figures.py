@@ -18,6 +18,11 @@ PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
 SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open"}
 # Past this many positions the per-step chart gets a range slider to zoom into a stretch of the run.
 READABLE_STEPS = 64
+# The per-step figure's panels, as fractions of its height: the rule's statistic, then max q, max p and TV in a row
+# each (one line to a row stays readable at 256 positions, three lines in one panel do not)
+STEP_PANELS = {"y": [0.5, 1.0], "y3": [0.34, 0.44], "y4": [0.17, 0.27], "y5": [0.0, 0.1]}
+CONTEXT_LINES = (("max_q", "max q", COLOURS["accepted"], "y3"), ("max_p", "max p", COLOURS["replaced"], "y4"),
+                 ("tv", "TV(p, q)", "#009E73", "y5"))
 LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=40), height=320,
               legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=12))
 
@@ -43,23 +48,28 @@ def _first_changed_line(fig, first_changed):
 
 
 def step_figure(positions, sources, rule, alpha, first_changed=None):
-    """The rule's statistic per position as markers in the provenance colours, with its threshold as a tick
-    per position (the rule defers where the statistic is below it; BiLD* where above). max q, max p and TV are context
-    lines, one legend click away, so a long run stays one row of markers instead of four tangled lines; past
-    READABLE_STEPS positions a range slider zooms in."""
+    """Aligned panels over the token positions. Above, the rule's statistic per position as markers in the
+    provenance colours, with its threshold as a tick per position (the rule defers where the statistic is below it;
+    BiLD* where above). Below, the design's per-step plot: max q, max p and TV(p, q), a row each (STEP_PANELS).
+    Without a threshold (baselines) the lines share the one panel. Past READABLE_STEPS positions a range slider
+    zooms in."""
     x = np.arange(len(positions))
     hover = _hover_tokens(positions)
     template = "#%{x} %{customdata}<br>%{fullData.name} = %{y:.3f}<extra></extra>"
     forms = [threshold(rule, pos, alpha) for pos in positions]
     has_threshold = bool(forms) and forms[0] is not None
     fig = go.Figure()
-    for key, name, colour in (("max_q", "max q", COLOURS["accepted"]), ("max_p", "max p", COLOURS["replaced"]),
-                              ("tv", "TV(p, q)", "#009E73")):
+    layout = {}
+    for key, name, colour, row in CONTEXT_LINES:
         values = _numbers(pos[key] for pos in positions)
-        if not np.isnan(values).all():
-            fig.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines", line=dict(color=colour, width=1),
-                                     opacity=0.6, visible="legendonly" if has_threshold else True,
-                                     customdata=hover, hovertemplate=template))
+        if np.isnan(values).all():
+            continue
+        row = row if has_threshold else "y"
+        fig.add_trace(go.Scatter(x=x, y=values, name=name, mode="lines", line=dict(color=colour, width=1.5),
+                                 yaxis=row, customdata=hover, hovertemplate=template))
+        if row != "y":
+            layout[f"yaxis{row[1:]}"] = dict(title=dict(text=name, font=dict(size=11)), range=[0, 1.02],
+                                             domain=STEP_PANELS[row], anchor="x", tickvals=[0, 0.5, 1])
     if has_threshold:
         label, formula = forms[0][0], forms[0][3]
         axis = "y" if label in PROBABILITY_LABELS else "y2"
@@ -76,20 +86,21 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
         fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis=axis, mode="markers",
                                  marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
                                  customdata=hover, hovertemplate=template))
+        layout["yaxis"] = dict(title="probability", range=[0, 1.02], domain=STEP_PANELS["y"])
         if axis == "y2":
-            fig.update_layout(yaxis2=dict(title=label, overlaying="y", side="right", showgrid=False))
+            layout["yaxis2"] = dict(title=label, overlaying="y", side="right", showgrid=False)
         verb = "above" if rule == "bild" else "below"
         title = f"Per step: {rule} defers where {label} is {verb} its threshold {formula}"
     else:
         title = f"Per step: {rule} has no threshold"
     _first_changed_line(fig, first_changed)
     # three legend rows sit between the title and the plot
-    fig.update_layout(**{**LAYOUT, "height": 420, "margin": dict(LAYOUT["margin"], t=110)},
+    fig.update_layout(**{**LAYOUT, "height": 600 if has_threshold else 420, "margin": dict(LAYOUT["margin"], t=110)},
                       title=dict(text=title, font=dict(size=13), y=0.97, x=0.5, xanchor="center"),
-                      hovermode="x unified",
-                      xaxis=dict(title="token position", rangeslider=dict(visible=len(positions) > READABLE_STEPS,
-                                                                          thickness=0.08)),
-                      yaxis=dict(title="probability", range=[0, 1.02]))
+                      hovermode="x unified", hoversubplots="axis",
+                      xaxis=dict(title="token position", anchor="y5" if has_threshold else "y",
+                                 rangeslider=dict(visible=len(positions) > READABLE_STEPS, thickness=0.06)),
+                      **{"yaxis": dict(title="probability", range=[0, 1.02]), **layout})
     return fig
 
 
