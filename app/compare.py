@@ -57,6 +57,11 @@ def compare_steps(pair, settings):
     return done
 
 
+def tokens_asked(settings):
+    """The tokens a Compare call may generate: its rows x max_new_tokens."""
+    return len(settings) * settings[0].max_new_tokens
+
+
 def row_key(rule, alpha):
     """What makes two rows the same run: the rule, and alpha where the rule reads it."""
     return rule, alpha if RULES[rule].alpha_used else None
@@ -100,7 +105,7 @@ class CompareHandlers:
         settings = self.settings(prompt, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed, max_new_tokens)
         pair = self.pairs.get(settings[0].pair_spec)
         traces = []
-        for traces in ENGINE.iterate(compare_steps(pair, settings), len(settings) * settings[0].max_new_tokens):
+        for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
             yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
                                             for t in traces]), gr.skip(),
                    f"Row {len(traces)} of {len(settings)}: {len(traces[-1].positions)} tokens…")
@@ -150,14 +155,14 @@ class CompareHandlers:
                                  max_new_tokens)
         yield from read_or_stopped(self._compare_messages(settings), self.unread, request)
 
-    @gpu(lambda a: len(a["settings"]) * a["settings"][0].max_new_tokens)
+    @gpu(lambda a: tokens_asked(a["settings"]))
     def _compare_messages(self, settings):
         def progress(traces):
             return {"row": len(traces), "rows": len(settings), "tokens": len(traces[-1].positions),
                     "max_new_tokens": settings[0].max_new_tokens}
 
         steps = compare_steps(self.pairs.get(settings[0].pair_spec), settings)
-        yield from progress_messages(steps, len(settings) * settings[0].max_new_tokens, progress,
+        yield from progress_messages(steps, tokens_asked(settings), progress,
                                      lambda traces: [t.to_dict() for t in traces])
 
 

@@ -6,7 +6,7 @@ import gradio as gr
 
 from cascade_core import RULES, mapped
 from cascade_core.values import shown
-from sweeps.alphas import parse_alphas
+from sweeps.alphas import needs_pilot, parse_alphas
 from sweeps.figures import frontier_figure
 from sweeps.report import summarise
 from sweeps.sweep import sweep_steps
@@ -42,7 +42,7 @@ def runs_asked(rules, alphas):
     that places auto alphas."""
     per_rule = alphas[1] if alphas[0] == "auto" else len(alphas)
     runs = sum(per_rule if RULES[r].alpha_used else 1 for r in rules)
-    return runs + (alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules))
+    return runs + needs_pilot(rules, alphas)
 
 
 class TradeoffHandlers:

@@ -38,6 +38,11 @@ def parse_alphas(spec):
     return sorted(set(values))
 
 
+def needs_pilot(rules, alphas):
+    """Whether auto alphas must be placed by a pilot run: 'auto:N' and a rule that reads alpha."""
+    return alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules)
+
+
 def check_alphas(rules, alphas):
     """Every explicit alpha inside every rule's range that uses alpha; a ValueError names the first that is not."""
     if alphas[0] == "auto":

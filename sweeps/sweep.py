@@ -5,7 +5,7 @@ from cascade_core import RULES, finish, get_rule, mapped, stream
 from cascade_core.models import parse_pair
 from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
 
-from .alphas import alphas_per_rule, check_alphas, parse_alphas
+from .alphas import alphas_per_rule, check_alphas, needs_pilot, parse_alphas
 from .chain import chain_steps, load_named_pair
 from .store import SweepFolder
 
@@ -78,9 +78,8 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     folder = SweepFolder(out, settings) if out else None
     pair = pair or load_named_pair(pair_spec)
     chains = [(item, rule, seed) for item in prompts for rule in rules for seed in seeds]
-    needs_pilot = alphas[0] == "auto" and any(RULES[r].alpha_used for r in rules)
     positions = []
-    if needs_pilot:
+    if needs_pilot(rules, alphas):
         pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens)
         positions = yield from mapped(pilot, lambda trace: Progress("pilot", 0, len(chains), trace))
     per_rule = alphas_per_rule(rules, alphas, positions)
