@@ -2,7 +2,7 @@
 numbers, streamed from the engine, aligned by position; a click on a row opens it in Explore."""
 import gradio as gr
 
-from cascade_core import RULES, stream
+from cascade_core import RULES, stream, stream_batch
 from cascade_core.costs import expected_speedup
 from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
@@ -46,15 +46,17 @@ def row_stats(pair, trace, c):
 
 
 def compare_steps(pair, settings):
-    """The rows one after another, each block by block: yields the traces so far (the last one growing) after every
-    block and returns them all."""
-    done = []
-    for s in settings:
-        trace = None
-        for trace in stream(pair, s.prompt, **s.engine_kwargs()):
-            yield done + [trace]
-        done.append(trace)
-    return done
+    """Every row in one batch (cascade_core's batched engine: each row is its solo run): yields all the traces,
+    growing together, after every block and returns them."""
+    return (yield from stream_batch(pair, [dict(prompt=s.prompt, **s.row_kwargs()) for s in settings],
+                                    gamma=settings[0].gamma))
+
+
+def progress_line(traces):
+    """Where a Compare call is: tokens so far of all rows, and rows finished."""
+    done = sum(t.finished for t in traces)
+    return (f"{sum(len(t.positions) for t in traces)} of {sum(t.settings['max_new_tokens'] for t in traces)} "
+            f"tokens; {done} of {len(traces)} rows finished…")
 
 
 def tokens_asked(settings):
@@ -101,14 +103,14 @@ class CompareHandlers:
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu(lambda a: sum(1 for rule in a["cells"][::2] if rule) * a["max_new_tokens"])
     def run(self, prompt, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
-        """Stream the rows one after another, each block by block. Outputs: traces state, rows HTML, stats, status."""
+        """Stream the rows together, block by block. Outputs: traces state, rows HTML, stats, status."""
         settings = self.settings(prompt, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed, max_new_tokens)
         pair = self.pairs.get(settings[0].pair_spec)
         traces = []
         for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
             yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
                                             for t in traces]), gr.skip(),
-                   f"Row {len(traces)} of {len(settings)}: {len(traces[-1].positions)} tokens…")
+                   progress_line(traces))
         stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
         yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows."
 
@@ -147,8 +149,8 @@ class CompareHandlers:
     def api_compare(self, prompt: str, rows: list, gamma: int = 4, temperature: float = 1.0, seed: int = 0,
                     max_new_tokens: int = 64, request: gr.Request = None) -> str:
         """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair. Its last value is a JSON list
-        of traces, each what /run returns for that row; before that it streams {"generating": {"row": i, "rows": n,
-        "tokens": t, "max_new_tokens": m}} as /run does."""
+        of traces, each what /run returns for that row; before that it streams {"generating": {"rows": n, "finished": k,
+        "tokens": t (all rows'), "max_new_tokens": m (each row's)}} as /run does."""
         if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
             raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {shown(rows)}")
         settings = self.settings(prompt, [(r["rule"], r.get("alpha", 0.0)) for r in rows], gamma, temperature, seed,
@@ -158,8 +160,8 @@ class CompareHandlers:
     @gpu(lambda a: tokens_asked(a["settings"]))
     def _compare_messages(self, settings):
         def progress(traces):
-            return {"row": len(traces), "rows": len(settings), "tokens": len(traces[-1].positions),
-                    "max_new_tokens": settings[0].max_new_tokens}
+            return {"rows": len(traces), "finished": sum(t.finished for t in traces),
+                    "tokens": sum(len(t.positions) for t in traces), "max_new_tokens": settings[0].max_new_tokens}
 
         steps = compare_steps(self.pairs.get(settings[0].pair_spec), settings)
         yield from progress_messages(steps, tokens_asked(settings), progress,

@@ -87,9 +87,13 @@ class Settings:
                    whole_number(max_new_tokens, "max_new_tokens", 1, APP_MAX_NEW_TOKENS),
                    whole_number(seed, "seed", 0, MAX_SEED))
 
+    def row_kwargs(self):
+        """A row of a batch (the batch holds gamma)."""
+        return dict(rule=self.rule, alpha=self.alpha, temperature=self.temperature, seed=self.seed,
+                    max_new_tokens=self.max_new_tokens, chat=self.chat)
+
     def engine_kwargs(self):
-        return dict(rule=self.rule, alpha=self.alpha, gamma=self.gamma, temperature=self.temperature,
-                    seed=self.seed, max_new_tokens=self.max_new_tokens, chat=self.chat)
+        return dict(self.row_kwargs(), gamma=self.gamma)
 
     def same_text_inputs(self, trace, pair_spec):
         """Whether a trace was made from the same prompt and sampling inputs (rule, alpha and gamma aside)."""

@@ -31,10 +31,11 @@ def point_choices(rows):
 def progress_text(step):
     """A status line for a sweep's Progress."""
     if step.stage == "pilot":
-        return f"Placing the alphas with a pilot run: {len(step.trace.positions)} tokens…"
-    s = step.trace.settings
-    alpha = f" alpha {s['alpha']:g}" if RULES[s["rule"]].alpha_used else ""
-    return f"{step.done} of {step.total} chains done; {s['rule']}{alpha}: {len(step.trace.positions)} tokens…"
+        return f"Placing the alphas with a pilot run: {step.tokens} tokens…"
+    running = ", ".join(trace.settings["rule"] + (f" alpha {trace.settings['alpha']:g}"
+                                                  if RULES[trace.settings["rule"]].alpha_used else "")
+                        for trace in step.traces)
+    return f"{step.done} of {step.total} chains done; running side by side: {running} ({step.tokens} tokens)…"
 
 
 def runs_asked(rules, alphas):
@@ -115,7 +116,7 @@ class TradeoffHandlers:
                      temperature: float = 1.0, max_new_tokens: int = 48, request: gr.Request = None) -> str:
         """For one prompt on the app's default pair. Its last value is one row per (rule, alpha), as sweeps.sweep
         makes them (JSON); before that it streams {"generating": {"stage": "pilot" or "chain", "chains_done": d,
-        "chains": n, "tokens": t}} as /run does."""
+        "chains": n, "running": r, "tokens": t (of the r runs going on)}} as /run does."""
         s, rules, tokens = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
         yield from read_or_stopped(self._frontier_messages(s, rules, alphas, tokens), self.unread, request)
 
@@ -123,7 +124,7 @@ class TradeoffHandlers:
     def _frontier_messages(self, s, rules, alphas, tokens):
         def progress(step):
             return {"stage": step.stage, "chains_done": step.done, "chains": step.total,
-                    "tokens": len(step.trace.positions)}
+                    "running": len(step.traces), "tokens": step.tokens}
 
         yield from progress_messages(self.frontier_steps(s, rules, alphas), tokens, progress, lambda rows: rows)
 

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from cascade_core.engine import CachedModel
+from cascade_core.cached import CachedModel
 
 
 def bench_arguments(doc, pair="bundled"):
@@ -90,10 +90,11 @@ def forward_ms(model, vocab, n_tokens=1, repeats=9, compiled=None):
     calls it (``compiled``: the static-cache path; its first call, which compiles, is not timed)."""
     times = []
     with torch.inference_mode():
-        call = CachedModel(model, "model", vocab, {"model_calls": 0, "model_seconds": 0.0}, compiled, 64, n_tokens)
-        call.prefill(list(range(1, 33)))
+        call = CachedModel(model, "model", vocab, [{"model_calls": 0, "model_seconds": 0.0}], compiled, 64, n_tokens)
+        call.prefill([list(range(1, 33))])
         for i in range(repeats + 1):
-            seconds = timed(lambda: call([5] * n_tokens))
-            call.crop(n_tokens)
+            seconds = timed(lambda: call([[5] * n_tokens]))
+            call.forget(0, n_tokens)
+            call.settle()
             times += [seconds] * (i > 0)
     return 1000 * statistics.median(times)

@@ -1,21 +1,23 @@
-"""The speculative-cascade loop: the draft proposes, the target verifies in one pass, a rule decides.
+"""The speculative-cascade loop over a batch of rows: the draft proposes, the target verifies in one pass, each
+row's rule decides. A solo run is a batch of one.
 
-Invariant: both KV caches hold every token of the sequence except the last one, ``last``, which is the next
-input of both models. A block feeds ``[last, x_0 .. x_{n-2}]`` through the draft (one token at a time, sampling
-x_0 .. x_{n-1}) and through the target (one pass), so both see the same inputs, and after a rejection at
-position j both caches are cropped back to ``[.., last, x_0 .. x_{j-1}]``.
+Invariant: for every row, both KV caches hold every token of its sequence except the last one, ``last``, which is
+the next input of both models. A block feeds ``[last, x_0 .. x_{n-2}]`` through the draft (one token at a time,
+sampling x_0 .. x_{n-1}) and through the target (one pass), so both see the same inputs, and after a rejection
+at position j both caches forget the row's slots back to ``[.., last, x_0 .. x_{j-1}]``. All rows' draft steps
+are one forward per step and all rows' verifications one forward per block (cached.py keeps rows of different
+lengths apart); every number a row uses is its own, so its tokens are its solo run's.
 """
-import functools
-import inspect
 import time
 
 import torch
-from transformers import DynamicCache
 
+from .cached import CachedModel, finite
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
-from .settings import check_prompt, check_settings
+from .settings import MAX_BATCH_ROWS, check_prompt, check_rows, check_settings
 from .trace import Block, Detokenizer, Trace, source_under
+
 
 def encode_prompt(tokenizer, prompt, chat=True):
     """Token ids for a prompt, through the chat template when the tokenizer has one and chat is on."""
@@ -28,179 +30,209 @@ def encode_prompt(tokenizer, prompt, chat=True):
     return tokenizer(prompt, add_special_tokens=True)["input_ids"]
 
 
-@functools.cache
-def cache_argument(model_class):
-    """transformers renamed forward's ``past_key_values`` to ``cache`` (5.2x); older 5.x silently ignores ``cache=``."""
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+class Row:
+    """One generation's settings, its trace being built and its last token."""
 
-
-def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None):
-    """Logits [len(ids) or logits_to_keep, vocab_size] for ids appended to the cache, checked for NaN/inf.
-    ``call`` replaces the model's own forward (a compiled one)."""
-    input_ids = torch.tensor([ids], device=model.device)
-    logits = (call or model)(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep,
-                             **{cache_argument(type(model)): cache}).logits[0, :, :vocab_size]
-    if not torch.isfinite(logits).all():
-        raise ValueError(f"{model.config.name_or_path or 'a model'} produced NaN or inf logits; "
-                         "the weights or the dtype are broken for this input")
-    return logits
-
-
-class CachedModel:
-    """One model with its KV cache. Every call is counted and timed: the timings give the measured cost ratio c.
-    With a compiled forward (see compiled.py) the cache is static and every call has ``block`` tokens: a shorter
-    one is padded, and the padding's cache entries rewound."""
-
-    def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1):
-        self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, counters
-        self.compiled, self.block = compiled, block
-        self.cache = compiled.cache(cache_length) if compiled else DynamicCache(config=model.config)
-        self.unseen = []  # tokens a sequential cascade emitted without this model; it reads them on its next call
-        self.origin = time.perf_counter()
-
-    def _log(self, kind, start):
-        """[role or 'role prefill', start, end] in seconds since the generation began: the run's timeline."""
-        end = time.perf_counter()
-        self.counters.setdefault("timeline", []).append([kind, start - self.origin, end - self.origin])
-
-    def prefill(self, ids):
-        start = time.perf_counter()
-        forward(self.model, self.cache, ids, self.vocab_size, logits_to_keep=1)
-        self._log(f"{self.role} prefill", start)
-
-    def __call__(self, ids):
-        start, requested = time.perf_counter(), len(ids)
-        ids, self.unseen = self.unseen + ids, []
-        if self.compiled is None or len(ids) > self.block:
-            logits = forward(self.model, self.cache, ids, self.vocab_size)  # its NaN check waits for CUDA: real time
-        else:
-            pad = self.block - len(ids)
-            logits = forward(self.model, self.cache, ids + ids[-1:] * pad, self.vocab_size,
-                             call=self.compiled.forward)[: len(ids)]
-            self.crop(pad)
-        self.counters[f"{self.role}_seconds"] += time.perf_counter() - start
-        self.counters[f"{self.role}_calls"] += 1
-        self._log(self.role, start)
-        return logits[-requested:]
-
-    def crop(self, n_tokens):
-        if n_tokens:
-            self.cache.crop(-n_tokens)  # transformers 5: a negative argument removes that many tokens
-
-
-class Decoding:
-    """The state of one generation: the settings, both cached models, the last token, the trace being built."""
-
-    def __init__(self, pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential):
-        self.trace, self.rule, self.alpha, self.gamma, self.sequential = trace, rule, alpha, gamma, sequential
+    def __init__(self, pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential):
+        self.trace, self.rule, self.alpha, self.sequential = trace, rule, alpha, sequential
         self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
         self.eos = pair.eos_token_ids if stop_at_eos else set()
-        counters = trace.counters
-        counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0, prefill_seconds=0.0,
-                        wall_seconds=0.0)
+        self.trace.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
+                                   prefill_seconds=0.0, wall_seconds=0.0)
+        sequence = trace.prompt_ids + trace.tokens
+        self.last, self.history = sequence[-1], sequence[:-1]
+
+    @property
+    def uses_draft(self):
+        return self.rule != "target"
+
+    @property
+    def uses_target(self):
+        return self.rule != "draft"
+
+    @property
+    def counters(self):
+        return self.trace.counters
+
+    def block_length(self, gamma):
+        """gamma + 1 positions (fewer at the end); one for baselines and sequential cascades."""
+        if RULES[self.rule].kind == "baseline" or self.sequential:
+            return 1
+        return min(gamma + 1, self.max_new_tokens - len(self.trace.positions))
+
+    def fail(self, error):
+        self.trace.error, self.trace.finished, self.trace.stop_reason = str(error), True, "error"
+
+
+class Batch:
+    """The state of a batch of rows: both cached models over the rows still running, and the shared gamma."""
+
+    def __init__(self, pair, rows, gamma):
+        self.rows, self.gamma = rows, gamma
         compiled = pair.compiled or {}
-        length = len(trace.prompt_ids) + max_new_tokens + gamma + 1
+        length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + gamma + 1
+        verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
+        counters = [r.counters for r in rows]
         self.target = CachedModel(pair.target, "target", pair.vocab_size, counters, compiled.get("target"), length,
-                                  block=1 if rule == "target" or sequential else gamma + 1) if rule != "draft" else None
-        self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"),
-                                 length) if rule != "target" else None
+                                  block=gamma + 1 if verifies_blocks else 1)
+        self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"), length)
 
     def prefill(self):
+        """Both models read every row's history; returns the rows whose prefill failed (they leave the batch)."""
+        return self._read(self.rows, lambda model, histories: model.prefill(histories))
+
+    def join(self, rows):
+        """Rows that join the batch between blocks (a lane's next run); returns those whose prefill failed."""
+        self.rows = self.rows + rows
+        counters = [row.counters for row in rows]
+        return self._read(rows, lambda model, histories: model.join(histories, counters))
+
+    def _read(self, rows, read):
         start = time.perf_counter()
-        sequence = self.trace.prompt_ids + self.trace.tokens
-        for model in (self.target, self.draft):
-            if model is not None and len(sequence) > 1:
-                model.prefill(sequence[:-1])
-        self.last = sequence[-1]
-        self.trace.counters["prefill_seconds"] = time.perf_counter() - start
+        for model, uses in ((self.target, "uses_target"), (self.draft, "uses_draft")):
+            for row, error in zip(rows, read(model, [row.history if getattr(row, uses) else [] for row in rows])):
+                if error is not None:
+                    row.fail(error)
+        for row in rows:
+            row.counters["prefill_seconds"] = time.perf_counter() - start
+            row.started = start
+        return self.drop_finished()
 
     def step(self):
-        """One block: gamma + 1 positions (fewer at the end; one for baselines and sequential cascades), with their
-        position-keyed uniforms."""
-        start = len(self.trace.positions)
-        baseline = RULES[self.rule].kind == "baseline"
-        n = 1 if baseline or self.sequential else min(self.gamma + 1, self.max_new_tokens - start)
-        uniforms = position_uniforms(self.seed, range(start, start + n))
-        if baseline:
-            block = plain_block(self, uniforms)
-        else:
-            block = sequential_block(self, uniforms) if self.sequential else cascade_block(self, uniforms)
-        self.trace.add_block(block, self.eos, self.max_new_tokens)
-        self.last = self.trace.tokens[-1]
+        """One block for every row (the spec's "One block", over rows):
+
+        1. the draft proposes each row's n tokens x_0 .. x_{n-1}, one at a time, from q (all rows in one forward
+           per step);
+        2. one target pass over every row's [last, x_0 .. x_{n-2}] scores them: p_0 .. p_{n-1};
+        3. each row verifies in order against its pi = rule(q, p, alpha): keep x_j with probability
+           min(1, pi_j(x_j) / q_j(x_j)); the first rejection is replaced by a sample of norm(max(0, pi_j - q_j))
+           and ends the row's block;
+        4. both caches forget each row's rejected slots;
+        5. each row hands its block to its trace.
+
+        Returns the rows that finished (they have left the batch)."""
+        rows = self.rows
+        uniforms = [position_uniforms(r.seed, range(len(r.trace.positions), len(r.trace.positions) +
+                                                    r.block_length(self.gamma))) for r in rows]
+        drafted = propose(self.draft, rows, [len(u) if r.uses_draft else 0 for r, u in zip(rows, uniforms)],
+                          uniforms)  # 1
+        needs = [needs_target(r, d) for r, d in zip(rows, drafted)]
+        for i, row in enumerate(rows):
+            if row.sequential and row.uses_target and not needs[i] and not row.trace.finished:
+                self.target.pending[i].append(row.last)  # the target reads this position when it is next called
+        scored = self.target([[r.last] + (d[0][:-1] if d and not r.sequential else []) if need else []
+                              for r, d, need in zip(rows, drafted, needs)])  # 2
+        for i, row in enumerate(rows):
+            if row.trace.finished:  # failed while drafting
+                continue
+            try:
+                p_logits = None if scored[i] is None else finite(scored[i], self.target.model)
+                block, forgotten = decide(row, drafted[i], p_logits, uniforms[i])  # 3
+            except ValueError as error:
+                row.fail(error)
+                continue
+            for model in (self.target, self.draft):  # 4
+                model.forget(i, forgotten)
+            row.trace.add_block(block, row.eos, row.max_new_tokens)  # 5
+            row.last = row.trace.tokens[-1]
+            row.counters["wall_seconds"] = time.perf_counter() - row.started
+        return self.drop_finished()
+
+    def drop_finished(self):
+        """Rows that finished leave both caches; returns them."""
+        going = [i for i, row in enumerate(self.rows) if not row.trace.finished]
+        finished = [row for row in self.rows if row.trace.finished]
+        for model in (self.target, self.draft):
+            model.keep_rows(going)
+            model.settle()
+        self.rows = [self.rows[i] for i in going]
+        return finished
 
 
-def propose(draft, last, uniforms, temperature):
-    """The draft samples x_0 .. x_{n-1} autoregressively, x_j from q_j with position j's draft uniform.
-    Returns x and q_j (untempered, tempered) stacked ``[n, V]``."""
-    x, untempered, tempered = [], [], []
-    for u in uniforms[:, DRAFT]:
-        q_untempered, q = untempered_and_tempered(draft([x[-1] if x else last])[-1:], temperature)
-        x.append(int(sample_inverse_cdf(q, u.reshape(1))[0]))
-        untempered.append(q_untempered)
-        tempered.append(q)
-    return x, torch.cat(untempered), torch.cat(tempered)
+def propose(draft, rows, lengths, uniforms):
+    """Every row's draft samples x_0 .. x_{n-1} autoregressively, x_j from q_j with position j's draft uniform;
+    rows step together, one forward per position. Returns per row (x, q_j untempered, q_j tempered stacked
+    ``[n, V]``), or None for rows that draw nothing."""
+    x, untempered, tempered = [[] for _ in rows], [[] for _ in rows], [[] for _ in rows]
+    for j in range(max(lengths, default=0)):
+        feeding = [j < n and not row.trace.finished for row, n in zip(rows, lengths)]
+        logits = draft([[x[r][-1] if x[r] else row.last] if feeding[r] else [] for r, row in enumerate(rows)])
+        for r, row in enumerate(rows):
+            if not feeding[r]:
+                continue
+            try:
+                q_untempered, q = untempered_and_tempered(finite(logits[r], draft.model), row.temperature)
+            except ValueError as error:
+                row.fail(error)
+                continue
+            x[r].append(int(sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])[0]))
+            untempered[r].append(q_untempered)
+            tempered[r].append(q)
+    return [(x[r], torch.cat(untempered[r]), torch.cat(tempered[r])) if x[r] else None for r in range(len(rows))]
 
 
-def cascade_block(run, uniforms):
-    """One block of a speculative cascade (the spec's "One block"):
+def needs_target(row, drafted):
+    """Whether the target reads this block: every rule but draft-only does, except a sequential cascade whose
+    rule decides on q alone and keeps the draft's token (the target reads that position on its next call)."""
+    if not row.uses_target or row.trace.finished:
+        return False
+    if not row.sequential:
+        return True
+    rule = RULES[row.rule]
+    _, q_untempered, q = drafted
+    return not rule.decides_on_q or bool(rule.defers(Distributions(q, None, q_untempered), row.alpha))
 
-    1. the draft proposes n = gamma + 1 tokens x_0 .. x_{n-1}, one at a time, from q;
-    2. one target pass over [last, x_0 .. x_{n-2}] scores every one of them: p_0 .. p_{n-1};
-    3. verify in order against pi = rule(q, p, alpha): keep x_j with probability min(1, pi_j(x_j) / q_j(x_j));
-       the first rejection is replaced by a sample of norm(max(0, pi_j - q_j)) and ends the block;
-    4. crop both caches back to the emitted prefix;
-    5. hand the block to the trace."""
-    n = len(uniforms)
-    x, q_untempered, q = propose(run.draft, run.last, uniforms, run.temperature)  # 1
-    p_untempered, p = untempered_and_tempered(run.target([run.last] + x[:-1]).to(q.dtype), run.temperature)  # 2
-    d = Distributions(q, p, q_untempered, p_untempered, greedy=run.temperature == 0)
-    verdict = verify(run.rule, d, torch.tensor(x, device=q.device), run.alpha, uniforms)  # 3
+
+def cascade_block(row, drafted, p_logits, uniforms):
+    """Steps 2 (the tempering) to 5 of one row's block; returns the block and how many slots to forget."""
+    x, q_untempered, q = drafted
+    p_untempered, p = untempered_and_tempered(p_logits.to(q.dtype), row.temperature)
+    d = Distributions(q, p, q_untempered, p_untempered, greedy=row.temperature == 0)
+    verdict = verify(row.rule, d, torch.tensor(x, device=q.device), row.alpha, uniforms)  # 3
     m = verdict.emitted
-    run.target.crop(n - m)  # 4: both processed [last, x_0 .. x_{n-2}]; keep [last, x_0 .. x_{m-2}]
-    run.draft.crop(n - m)
     tokens = x[: verdict.kept] + ([verdict.correction] if verdict.correction is not None else [])
-    return Block(run.trace.counters["target_calls"] - 1, x[:m], tokens, verdict.sources(), d.first(m),  # 5
-                 verdict.accept_prob[:m])
+    block = Block(row.counters["target_calls"] - 1, x[:m], tokens, verdict.sources(), d.first(m),  # 5
+                  verdict.accept_prob[:m])
+    return block, len(x) - m  # 4: both processed [last, x_0 .. x_{n-2}]; keep [last, x_0 .. x_{m-2}]
 
 
-def sequential_block(run, uniforms):
+def sequential_block(row, drafted, p_logits, uniforms):
     """One position of a token-level sequential cascade, the way a cascade runs without speculation: the draft
     proposes x from q; the target is called for this one position only where the rule needs it (where it defers,
     and, for every rule that reads p, to decide at all). Its randomness is cascade_block's, so its tokens are
     the speculative cascade's; only the cost differs."""
-    x, q_untempered, q = propose(run.draft, run.last, uniforms[:1], run.temperature)
-    rule = RULES[run.rule]
-    if rule.decides_on_q and not bool(rule.defers(Distributions(q, None, q_untempered), run.alpha)):
-        run.target.unseen.append(run.last)  # the target reads this position when it is next called
-        return Block(run.trace.counters["draft_calls"] - 1, x, x, ["accepted"], Distributions(q, None, q_untempered))
-    p_untempered, p = untempered_and_tempered(run.target([run.last]).to(q.dtype), run.temperature)
-    d = Distributions(q, p, q_untempered, p_untempered, greedy=run.temperature == 0)
-    verdict = verify(run.rule, d, torch.tensor(x, device=q.device), run.alpha, uniforms[:1])
+    x, q_untempered, q = drafted
+    if p_logits is None:
+        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], Distributions(q, None, q_untempered)), 0
+    p_untempered, p = untempered_and_tempered(p_logits.to(q.dtype), row.temperature)
+    d = Distributions(q, p, q_untempered, p_untempered, greedy=row.temperature == 0)
+    verdict = verify(row.rule, d, torch.tensor(x, device=q.device), row.alpha, uniforms[:1])
     token = x if verdict.kept else [verdict.correction]
-    return Block(run.trace.counters["target_calls"] - 1, x, token, verdict.sources(), d, verdict.accept_prob)
+    return Block(row.counters["target_calls"] - 1, x, token, verdict.sources(), d, verdict.accept_prob), 0
 
 
-def plain_block(run, uniforms):
-    """A baseline: one token sampled from the target (target-only) or the draft (draft-only) alone, with the
-    position's draft uniform."""
-    model = run.target or run.draft
-    untempered, tempered = untempered_and_tempered(model([run.last]), run.temperature)
+def plain_block(row, drafted, p_logits, uniforms):
+    """A baseline: one token sampled from the target (target-only) or the draft (draft-only: the draft's first
+    proposal) alone, with the position's draft uniform."""
+    if not row.uses_target:
+        x, q_untempered, q = drafted
+        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], Distributions(q, None, q_untempered)), 0
+    untempered, tempered = untempered_and_tempered(p_logits, row.temperature)
     token = int(sample_inverse_cdf(tempered, uniforms[:, DRAFT])[0])
-    d = Distributions(None, tempered, None, untempered) if run.target else Distributions(tempered, None, untempered)
-    source = "deferred" if run.target else "accepted"
-    return Block(run.trace.counters[f"{model.role}_calls"] - 1, [token], [token], [source], d)
+    return Block(row.counters["target_calls"] - 1, [token], [token], ["deferred"],
+                 Distributions(None, tempered, None, untempered)), 0
 
 
-def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=0, max_new_tokens=64,
-           chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True, sequential=False):
-    """Generate with a speculative cascade, yielding the growing Trace after every block.
+def decide(row, drafted, p_logits, uniforms):
+    """Steps 3 to 5 for one row: its block, and how many of its slots both caches forget."""
+    if RULES[row.rule].kind == "baseline":
+        return plain_block(row, drafted, p_logits, uniforms)
+    return (sequential_block if row.sequential else cascade_block)(row, drafted, p_logits, uniforms)
 
-    ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the app's re-runs after
-    an alpha change): with position-keyed randomness the result equals a fresh run whenever those k tokens
-    are what the new setting would emit, which ``Trace.recolour`` establishes. ``details=False`` skips the
-    per-position records only the explorer reads (a* of every rule, top-10 lists, proposal texts).
-    ``sequential=True`` runs the token-level sequential cascade instead (one position at a time, the target only
-    where the rule needs it): the same tokens, another cost."""
+
+def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0, seed=0, max_new_tokens=64,
+              chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True, sequential=False):
+    """A row's checked settings and its empty (or resumed) trace, before any model call."""
     get_rule(rule)
     if resume is not None:
         old, k = resume
@@ -215,25 +247,116 @@ def stream(pair, prompt=None, *, rule="v3", alpha=0.3, gamma=4, temperature=1.0,
         prompt_ids = list(prompt_ids)
     gamma, temperature, seed, max_new_tokens = check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed,
                                                               max_new_tokens)
-    r = RULES[rule]
     settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed, details=details,
-                    sequential=sequential,
-                    max_new_tokens=max_new_tokens, chat=chat, pair=pair.name, alpha_range=r.alpha_range)
+                    sequential=sequential, max_new_tokens=max_new_tokens, chat=chat, pair=pair.name,
+                    alpha_range=RULES[rule].alpha_range)
     trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix),
                   detokenizer=Detokenizer(pair.tokenizer))
-    run = Decoding(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential)
-    if prefix and (prefix[-1]["token"] in run.eos or len(prefix) >= max_new_tokens):
-        trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in run.eos else "max_new_tokens"
-        yield trace
-        return trace
-    start = time.perf_counter()
+    row = Row(pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential)
+    if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= max_new_tokens):
+        trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in row.eos else "max_new_tokens"
+    return row
+
+
+def stream_batch(pair, rows, *, gamma=4):
+    """Generate many rows in one batch, yielding the list of their growing Traces (in row order) after every
+    block. A row is a dict of ``stream``'s keyword arguments (``prompt`` or ``prompt_ids``, ``rule``, ``alpha``,
+    ``temperature``, ``seed``, ``max_new_tokens``, ``resume``, ``details``, ...); gamma and the pair are shared.
+    Every row is checked before any model call (a bad one is refused naming its index). Rows finish on their own
+    (EOS, length) and leave the batch; a row whose model fails (NaN logits) ends with ``trace.error`` while the
+    others go on. Each row's tokens, sources and counts are its solo run's (position-keyed randomness)."""
+    check_rows(rows)
+    started = []
+    for index, row in enumerate(rows):
+        try:
+            started.append(start_row(pair, gamma, **row))
+        except ValueError as error:
+            raise ValueError(f"row {index}: {error}") from None
+    traces = [row.trace for row in started]
+    yield from mapped(decode(pair, started, gamma), lambda rows: traces)
+    return traces
+
+
+def decode(pair, rows, gamma, successor=lambda row: None):
+    """The block loop over a batch of started rows: yields the rows that took each block, after it (at least one
+    value, ``[]`` when nothing was left to run). When a row finishes, ``successor(row)`` may return a started row
+    that joins the batch before the next block (a lane's next run)."""
+
+    def runnable(candidates):
+        going = []
+        for row in candidates:
+            while row is not None and row.trace.finished:
+                row = successor(row)
+            if row is not None:
+                going.append(row)
+        return going
+
+    going = runnable(rows)
+    if not going:
+        yield []
+        return
     with torch.inference_mode():
-        run.prefill()
-        while not trace.finished:
-            run.step()
-            trace.counters["wall_seconds"] = time.perf_counter() - start
-            yield trace
+        batch = Batch(pair, going, gamma)
+        finished = batch.prefill()
+        while finished or batch.rows:
+            while finished:  # their successors join; a successor that fails at once makes way for its own
+                joining = runnable(finished)
+                finished = batch.join(joining) if joining else []
+            if not batch.rows:
+                break
+            live = batch.rows
+            finished = batch.step()
+            yield live
+
+
+def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS):
+    """Lanes of runs that depend on each other, decoded side by side in one batch of at most ``width`` rows. A lane
+    is a generator that yields a row (a dict, as in ``stream_batch``), is sent that row's finished Trace, and yields
+    its next row or returns its result (a sweep's chain: the next alpha resumes from the previous trace). A lane
+    that ends makes room for the next one waiting. Yields the running Traces after every block; returns the
+    lanes' results in order."""
+    lanes, results = list(lanes), {}
+    waiting = iter(range(len(lanes)))
+
+    def advance(lane, trace):
+        """The lane's next row, or (when it has ended) the first row of the next lane that has one."""
+        while lane is not None:
+            try:
+                row = start_row(pair, gamma, **(lanes[lane].send(trace) if trace else next(lanes[lane])))
+                row.lane = lane
+                return row
+            except StopIteration as end:
+                results[lane], lane, trace = end.value, next(waiting, None), None
+        return None
+
+    first = [row for row in (advance(next(waiting, None), None) for _ in range(min(width, len(lanes)))) if row]
+    yield from mapped(decode(pair, first, gamma, lambda row: advance(row.lane, row.trace)),
+                      lambda rows: [row.trace for row in rows])
+    return [results[lane] for lane in range(len(lanes))]
+
+
+def solo(trace):
+    """A solo run's trace, or its error raised (a batch records it and goes on)."""
+    if trace.error:
+        raise ValueError(trace.error)
     return trace
+
+
+def stream(pair, prompt=None, *, gamma=4, **settings):
+    """Generate with a speculative cascade, yielding the growing Trace after every block.
+
+    Settings (defaults): rule ("v3"), alpha (0.3), gamma (4), temperature (1.0), seed (0), max_new_tokens (64),
+    chat (True: the chat template), prompt_ids (instead of the prompt), resume, stop_at_eos (True), details
+    (True), sequential (False).
+    ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the app's re-runs after
+    an alpha change): with position-keyed randomness the result equals a fresh run whenever those k tokens
+    are what the new setting would emit, which ``Trace.recolour`` establishes. ``details=False`` skips the
+    per-position records only the explorer reads (a* of every rule, top-10 lists, proposal texts).
+    ``sequential=True`` runs the token-level sequential cascade instead (one position at a time, the target only
+    where the rule needs it): the same tokens, another cost. A solo run is a batch of one."""
+    row = start_row(pair, gamma, prompt, **settings)
+    yield from mapped(decode(pair, [row], gamma), lambda rows: solo(row.trace))
+    return solo(row.trace)
 
 
 def finish(steps):
@@ -258,3 +381,8 @@ def mapped(steps, fn):
 def generate(pair, prompt=None, **kwargs):
     """Run the cascade to the end and return its Trace (see ``stream`` for the arguments)."""
     return finish(stream(pair, prompt, **kwargs))
+
+
+def generate_batch(pair, rows, *, gamma=4):
+    """Run a batch to its end and return one Trace per row, in row order (see ``stream_batch``)."""
+    return finish(stream_batch(pair, rows, gamma=gamma))

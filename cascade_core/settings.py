@@ -6,6 +6,9 @@ from .values import is_finite_number, shown
 MAX_GAMMA = 16
 MAX_NEW_TOKENS = 2048
 MAX_SEED = 2**63 - 1
+MAX_BATCH_ROWS = 32
+ROW_FIELDS = ("prompt", "prompt_ids", "rule", "alpha", "temperature", "seed", "max_new_tokens", "resume", "details",
+              "chat", "stop_at_eos", "sequential")
 # Below this a temperature cannot be computed in float32: logits / T overflow to inf and softmax gives NaN.
 MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
@@ -55,3 +58,19 @@ def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed, max_
         raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds "
                          f"the models' context of {limit} tokens; shorten the prompt or ask for fewer tokens")
     return gamma, temperature, seed, max_new_tokens
+
+
+def check_rows(rows):
+    """A batch's shape: a non-empty list of at most MAX_BATCH_ROWS dicts of known fields (each row's values are
+    checked like a solo run's, the message naming the row)."""
+    if not isinstance(rows, (list, tuple)) or not rows:
+        raise ValueError(f"a batch must be a non-empty list of rows (dicts of settings), got {shown(rows)}")
+    if len(rows) > MAX_BATCH_ROWS:
+        raise ValueError(f"a batch may have at most {MAX_BATCH_ROWS} rows, got {len(rows)}; split it")
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ValueError(f"row {index} must be a dict of settings, got {shown(row)}")
+        unknown = [key for key in row if key not in ROW_FIELDS]
+        if unknown:
+            raise ValueError(f"row {index}: unknown field {shown(unknown[0])}; a row may set {', '.join(ROW_FIELDS)} "
+                             "(gamma is the batch's)")

@@ -115,7 +115,8 @@ class Trace:
     positions: list = field(default_factory=list)
     counters: dict = field(default_factory=dict)
     finished: bool = False
-    stop_reason: str | None = None
+    stop_reason: str | None = None  # "eos", "max_new_tokens", or "error" (a batch's row whose model failed)
+    error: str | None = None
     resumed_from: int = 0  # positions before this were reused from an earlier trace, not generated here
     detokenizer: Detokenizer = field(default=Detokenizer(None), repr=False, compare=False)
 
@@ -201,6 +202,7 @@ class Trace:
             "counters": self.counters,
             "finished": self.finished,
             "stop_reason": self.stop_reason,
+            "error": self.error,
             "resumed_from": self.resumed_from,
         }
 
@@ -220,7 +222,7 @@ class Trace:
                 pos["a_star"] = {rule: number(v) for rule, v in pos["a_star"].items()}
         return cls(prompt_ids=data["prompt_ids"], settings=data["settings"], prompt=data["prompt"],
                    positions=data["positions"], counters=data["counters"], finished=data["finished"],
-                   stop_reason=data["stop_reason"], resumed_from=data.get("resumed_from", 0))
+                   stop_reason=data["stop_reason"], error=data.get("error"), resumed_from=data.get("resumed_from", 0))
 
 
 def source_under(pos, rule, alpha):

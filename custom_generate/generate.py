@@ -6,12 +6,13 @@
 Extra arguments: ``alpha``, ``deferral`` (a rule from cascade_core.RULES, default v3), ``gamma`` (draft
 block length; defaults to ``num_assistant_tokens`` or 4) and ``seed`` (defaults to a draw from torch's
 global generator, so ``torch.manual_seed`` makes runs repeatable). Returns the token ids, prompt
-included, like ``generate``; rows of a batch are generated one by one and right-padded.
+included, like ``generate``; the rows of a batch (padding dropped by attention_mask) are generated as one batch of
+the engine, each its solo run, and right-padded.
 """
 import torch
 
 try:
-    from cascade_core.engine import generate as cascade_generate
+    from cascade_core import MAX_BATCH_ROWS, generate_batch
     from cascade_core.models import make_pair
 except ImportError as e:  # the hub copy of this file needs the engine installed beside transformers
     raise ImportError("custom_generate needs the cascade_core package: pip install the Speculative Cascades "
@@ -39,13 +40,17 @@ def generate(model, inputs=None, generation_config=None, assistant_model=None, a
     if seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()))
     pair = make_pair("custom_generate", model, assistant_model, kwargs.get("tokenizer"))
-    rows = []
-    for b in range(input_ids.shape[0]):
-        ids = input_ids[b] if attention_mask is None else input_ids[b][attention_mask[b].bool()]
-        trace = cascade_generate(pair, prompt_ids=ids.tolist(), rule=deferral, alpha=alpha, gamma=gamma,
-                                 temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                                 details=False)
-        rows.append(ids.tolist() + trace.tokens)
+    prompts = [(input_ids[b] if attention_mask is None else input_ids[b][attention_mask[b].bool()]).tolist()
+               for b in range(input_ids.shape[0])]
+    settings = dict(rule=deferral, alpha=alpha, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                    details=False)
+    traces = [trace for start in range(0, len(prompts), MAX_BATCH_ROWS)
+              for trace in generate_batch(pair, [dict(prompt_ids=ids, **settings)
+                                                 for ids in prompts[start: start + MAX_BATCH_ROWS]], gamma=gamma)]
+    for trace in traces:
+        if trace.error:
+            raise ValueError(trace.error)
+    rows = [ids + trace.tokens for ids, trace in zip(prompts, traces)]
     pad = _setting("pad_token_id", kwargs, generation_config, model, None)
     pad = pad if pad is not None else min(pair.eos_token_ids, default=0)
     width = max(map(len, rows))

@@ -1,7 +1,5 @@
 """One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
-import time
-
-from cascade_core import RULES, finish, load_pair, stream
+from cascade_core import RULES, finish, load_pair, stream_lanes
 from cascade_core.costs import expected_speedup, fresh_run_calls
 from cascade_core.models import parse_pair
 
@@ -20,30 +18,31 @@ def load_named_pair(pair_spec):
         raise ValueError(f"the pair {pair_spec!r} could not be loaded: {type(error).__name__}: {error}") from None
 
 
-def chain_steps(pair, item, rule, alphas, seed, gamma, temperature, max_new_tokens, share_prefix=True):
-    """Rows for one (prompt, rule, seed), alphas in increasing order, block by block: yields the growing Trace after
-    every block and returns the rows. With ``share_prefix`` each run after the first resumes from the first token
-    whose decision flips under its alpha (Trace.recolour); position-keyed randomness makes that exact, so its row
-    equals a fresh run's (costs included: see fresh_run_calls)."""
+def chain_lane(pair, item, rule, alphas, seed, temperature, max_new_tokens, share_prefix=True):
+    """Rows for one (prompt, rule, seed), alphas in increasing order, as a lane of ``stream_lanes``: yields each run
+    (a batch row), is sent its finished Trace, and returns the rows. With ``share_prefix`` each run after the first
+    resumes from the first token whose decision flips under its alpha (Trace.recolour); position-keyed randomness
+    makes that exact, so its row equals a fresh run's (costs included: see fresh_run_calls)."""
     rows, previous = [], None
-    settings = dict(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, details=False)
+    settings = dict(temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, details=False)
     for alpha in alphas:
         value = 0.0 if alpha is None else alpha
-        start = time.perf_counter()
         if share_prefix and previous is not None:
             _, k = previous.recolour(rule, value)
-            trace = yield from stream(pair, rule=rule, alpha=value, **settings,
-                                      resume=(previous, len(previous.positions) if k is None else k))
+            trace = yield dict(rule=rule, alpha=value, **settings,
+                               resume=(previous, len(previous.positions) if k is None else k))
         else:
-            trace = yield from stream(pair, item["prompt"], rule=rule, alpha=value, **settings)
-        rows.append(row(pair, item, trace, alpha, time.perf_counter() - start))
+            trace = yield dict(prompt=item["prompt"], rule=rule, alpha=value, **settings)
+        if trace.error:
+            raise ValueError(f"{rule} alpha {value:g} on prompt {item['prompt_id']}: {trace.error}")
+        rows.append(row(pair, item, trace, alpha, trace.counters["wall_seconds"]))
         previous = trace
     return rows
 
 
-def run_chain(pair, item, rule, alphas, seed, **settings):
-    """chain_steps' rows at once."""
-    return finish(chain_steps(pair, item, rule, alphas, seed, **settings))
+def run_chain(pair, item, rule, alphas, seed, gamma=4, **settings):
+    """One chain's rows at once."""
+    return finish(stream_lanes(pair, [chain_lane(pair, item, rule, alphas, seed, **settings)], gamma=gamma))[0]
 
 
 def row(pair, item, trace, alpha, seconds):

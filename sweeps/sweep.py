@@ -1,15 +1,16 @@
 """The quality/cost frontier of rules over a prompt set: every (prompt, rule, alpha, seed), in-process or on Ray."""
 from typing import NamedTuple
 
-from cascade_core import RULES, finish, get_rule, mapped, stream
+from cascade_core import MAX_BATCH_ROWS, RULES, finish, get_rule, mapped, stream_batch, stream_lanes
 from cascade_core.models import parse_pair
 from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
 
 from .alphas import alphas_per_rule, check_alphas, needs_pilot, parse_alphas
-from .chain import chain_steps, load_named_pair
+from .chain import chain_lane, load_named_pair
 from .store import SweepFolder
 
 PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
+LANES = 8  # chains decoded side by side, at most, in one batch (see docs/benchmarks.md, "Batches")
 
 
 def chain_key(row):
@@ -17,14 +18,19 @@ def chain_key(row):
 
 
 def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens):
-    """Positions of one lossless run per prompt (seed 0), each holding a* of every rule; yields the growing Trace
-    after every block."""
+    """Positions of one lossless run per prompt (seed 0; the prompts in batches), each holding a* of every rule;
+    yields the running Traces after every block."""
     positions = []
-    for item in prompts:
-        trace = yield from stream(pair, item["prompt"], rule=PILOT_RULE, alpha=0.0, gamma=gamma,
-                                  temperature=temperature, seed=0, max_new_tokens=max_new_tokens)
-        positions += trace.positions
+    for group in groups(prompts, MAX_BATCH_ROWS):
+        rows = [dict(prompt=item["prompt"], rule=PILOT_RULE, alpha=0.0, temperature=temperature, seed=0,
+                     max_new_tokens=max_new_tokens) for item in group]
+        traces = yield from stream_batch(pair, rows, gamma=gamma)
+        positions += [pos for trace in traces for pos in trace.positions]
     return positions
+
+
+def groups(items, size):
+    return [items[i: i + size] for i in range(0, len(items), size)]
 
 
 def pilot_positions(pair, prompts, gamma, temperature, max_new_tokens):
@@ -47,12 +53,24 @@ def check(rules, seeds, gamma, temperature, max_new_tokens):
 
 
 class Progress(NamedTuple):
-    """A sweep's step: the pilot run or a chain (``done`` of ``total`` chains finished), and its growing Trace."""
+    """A sweep's step: the pilot runs or the chains (``done`` of ``total`` chains finished), and the Traces running."""
 
     stage: str
     done: int
     total: int
-    trace: object
+    traces: list
+
+    @property
+    def tokens(self):
+        """Tokens so far of the runs going on."""
+        return sum(len(trace.positions) for trace in self.traces)
+
+
+def reporting(lane, finished):
+    """The lane, calling finished(rows) with its rows as it ends."""
+    rows = yield from lane
+    finished(rows)
+    return rows
 
 
 def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), **options):
@@ -81,7 +99,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     positions = []
     if needs_pilot(rules, alphas):
         pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens)
-        positions = yield from mapped(pilot, lambda trace: Progress("pilot", 0, len(chains), trace))
+        positions = yield from mapped(pilot, lambda traces: Progress("pilot", 0, len(chains), traces))
     per_rule = alphas_per_rule(rules, alphas, positions)
     done = {}
     for row in folder.finished_rows() if folder else []:
@@ -90,7 +108,6 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     if folder:
         folder.rewrite([r for item, rule, seed in chains for r in done.get((item["prompt_id"], rule, seed), [])])
     todo = [chain for chain in chains if (chain[0]["prompt_id"], chain[1], chain[2]) not in done]
-    run_settings = dict(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens, share_prefix=share_prefix)
 
     def finished(rows):
         done[chain_key(rows[0])] = rows
@@ -102,11 +119,17 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     if ray or ray_address:
         from .distributed import run_on_ray
 
+        run_settings = dict(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens,
+                            share_prefix=share_prefix)
         run_on_ray(pair_spec, [(item, rule, per_rule[rule], seed) for item, rule, seed in todo], run_settings,
                    ray_address, finished)
     else:
-        for item, rule, seed in todo:
-            steps = chain_steps(pair, item, rule, per_rule[rule], seed, **run_settings)
-            finished((yield from mapped(steps, lambda trace: Progress("chain", len(done), len(chains), trace))))
-    return [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
+        lanes = [reporting(chain_lane(pair, item, rule, per_rule[rule], seed, temperature, max_new_tokens,
+                                      share_prefix), finished) for item, rule, seed in todo]
+        steps = stream_lanes(pair, lanes, gamma=gamma, width=LANES)
+        yield from mapped(steps, lambda traces: Progress("chain", len(done), len(chains), traces))
+    rows = [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
+    if folder:
+        folder.rewrite(rows)  # chains finish in any order side by side; the file keeps the sweep's order
+    return rows
 

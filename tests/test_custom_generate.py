@@ -38,3 +38,27 @@ def test_custom_generate_greedy_lossless_is_target_greedy(pair):
     ours = pair.target.generate(**inputs, assistant_model=pair.draft, do_sample=False, deferral="lossless",
                                 custom_generate=REPO, trust_remote_code=True, max_new_tokens=24)
     assert ours.tolist() == plain.tolist()
+
+
+def test_a_left_padded_batch_runs_as_one_batch_and_each_row_is_its_solo_run(pair, monkeypatch):
+    """Rows of different lengths, left-padded as tokenizers give them: one engine batch, each row its solo run."""
+    prompts = [pair.tokenizer(text, add_special_tokens=False)["input_ids"]
+               for text in ("Who is Buzz Aldrin?", "The cascade", "A somewhat longer prompt than the others")]
+    width = max(map(len, prompts))
+    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    from cascade_core.engine import Batch
+
+    batches = []
+    start = Batch.__init__
+    monkeypatch.setattr(Batch, "__init__", lambda self, pair, rows, gamma: batches.append(len(rows)) or
+                        start(self, pair, rows, gamma))
+    out = pair.target.generate(input_ids=input_ids, attention_mask=attention_mask, assistant_model=pair.draft,
+                               do_sample=True, alpha=0.3, deferral="v3", seed=11, custom_generate=REPO,
+                               trust_remote_code=True, max_new_tokens=20)
+    assert batches == [3]
+    for b, prompt in enumerate(prompts):
+        trace = generate(pair, prompt_ids=prompt, rule="v3", alpha=0.3, gamma=4, temperature=1.0, seed=11,
+                         max_new_tokens=20)
+        assert out[b, : len(prompt)].tolist() == prompt
+        assert out[b, len(prompt): len(prompt) + len(trace.tokens)].tolist() == trace.tokens

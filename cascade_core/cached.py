@@ -1,0 +1,232 @@
+"""One model and its KV cache over a batch of rows, each row with its own length.
+
+transformers' caches hold one length for every row, but rows of a speculative cascade keep different numbers of
+tokens per block. So every call appends the same number of slots to every row: a row with fewer tokens to feed
+(or none) gets dummy slots, and a rejection forgets a row's last slots. A forgotten or dummy slot is a hole:
+``valid[row, slot]`` is False, no query attends to it (a 4D mask), and each row's tokens get their own positions
+(``position_ids`` = the number of valid slots before them), so a row computes what it would alone. The tail that
+every row forgot is cropped; when holes pile up the cache is compacted (each row's valid slots gathered, right
+aligned). RoPE is applied when a key is written, so moving it keeps it exact. A dummy query attends to itself,
+so no query ever attends to nothing (SDPA would give NaN, and NaN values poison a row even where masked).
+
+A batch of one never has holes (everything forgotten is a tail) and calls the model exactly as a solo decoder
+does: no mask, no positions. Only it can use a compiled forward with a static cache (see compiled.py).
+"""
+import functools
+import inspect
+import time
+
+import torch
+from transformers import DynamicCache
+
+HOLES_BEFORE_COMPACTING = 0.25  # compact once a quarter of a row's slots (the most-holed row's) are holes
+
+
+@functools.cache
+def cache_argument(model_class):
+    """transformers renamed forward's ``past_key_values`` to ``cache`` (5.2x); older 5.x silently ignores ``cache=``."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None, attention_mask=None, position_ids=None):
+    """Logits ``[rows, len(ids[0]) or logits_to_keep, vocab_size]`` for rows of ids appended to the cache.
+    ``call`` replaces the model's own forward (a compiled one)."""
+    input_ids = torch.tensor(ids, device=model.device)
+    extra = {} if attention_mask is None else dict(attention_mask=attention_mask, position_ids=position_ids)
+    return (call or model)(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep, **extra,
+                           **{cache_argument(type(model)): cache}).logits[:, :, :vocab_size]
+
+
+def finite(logits, model):
+    """The logits, or a ValueError naming the model if any is NaN or inf."""
+    if not torch.isfinite(logits).all():  # on CUDA this waits for the GPU: real time, counted as the call's
+        raise ValueError(f"{model.config.name_or_path or 'a model'} produced NaN or inf logits; "
+                         "the weights or the dtype are broken for this input")
+    return logits
+
+
+def hole_mask(valid, width, dtype):
+    """The additive 4D mask ``[rows, 1, width, slots]`` for ``width`` new slots at the end of ``valid``: a query
+    sees the valid slots up to itself, and itself."""
+    slots = valid.shape[1]
+    query = torch.arange(slots - width, slots, device=valid.device)[:, None]
+    key = torch.arange(slots, device=valid.device)[None, :]
+    seen = (valid[:, None, :] & (key <= query)) | (key == query)
+    return torch.zeros(seen.shape, dtype=dtype, device=valid.device).masked_fill_(~seen, torch.finfo(dtype).min)[:, None]
+
+
+class CachedModel:
+    """One model with its KV cache over ``len(counters)`` rows. Every call is counted and timed in the counters of
+    each row it feeds (a batched forward is one call for every row in it): the timings give the measured cost
+    ratio c. ``pending[row]``: tokens a sequential cascade emitted without this model; it reads them on the row's
+    next call."""
+
+    def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1):
+        self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, list(counters)
+        self.compiled, self.block = compiled, block
+        if compiled and len(self.counters) > 1:
+            raise ValueError(f"the compiled static-cache path decodes one row at a time, not {len(self.counters)}; "
+                             "load the pair without compile for batches")
+        self.cache = compiled.cache(cache_length) if compiled else DynamicCache(config=model.config)
+        if len(self.counters) > 1 and any(getattr(layer, "is_sliding", False) for layer in self.cache.layers):
+            raise ValueError(f"{model.config.name_or_path or 'this model'} uses sliding-window attention, which "
+                             "batches do not mask yet; run its rows one at a time")
+        self.valid = torch.zeros(len(self.counters), 0, dtype=torch.bool, device=model.device)
+        self.pending = [[] for _ in self.counters]
+        self.origin = time.perf_counter()
+
+    @property
+    def rows(self):
+        return len(self.counters)
+
+    def _log(self, kind, start, rows):
+        """[role or 'role prefill', start, end] in seconds since the generation began: each row's timeline."""
+        end = time.perf_counter()
+        for r in rows:
+            self.counters[r].setdefault("timeline", []).append([kind, start - self.origin, end - self.origin])
+
+    def prefill(self, sequences):
+        """Read each row's sequence (possibly empty). A row's prefill runs alone, as it would solo (rows with the
+        same sequence share it); a batch's rows are then left-padded with holes into one cache.
+        Returns, per row, None or the error its logits raised."""
+        start, errors = time.perf_counter(), [None] * self.rows
+        if self.rows == 1:
+            caches = {tuple(sequences[0]): self.cache}
+        else:
+            caches = {tuple(s): DynamicCache(config=self.model.config) for s in sequences}
+        for sequence, cache in caches.items():
+            if sequence:
+                try:
+                    finite(forward(self.model, cache, [list(sequence)], self.vocab_size, logits_to_keep=1), self.model)
+                except ValueError as error:
+                    errors = [error if tuple(s) == sequence else e for s, e in zip(sequences, errors)]
+        width = max(map(len, sequences))
+        self.valid = torch.tensor([[i >= width - len(s) for i in range(width)] for s in sequences],
+                                  dtype=torch.bool, device=self.model.device).reshape(self.rows, width)
+        if self.rows > 1 and width:
+            self._stack([caches[tuple(s)] for s in sequences], width)
+        self._log(f"{self.role} prefill", start, [r for r, s in enumerate(sequences) if s])
+        return errors
+
+    def _stack(self, caches, width):
+        """Fill the batch's cache with each row's own cache, left-padded to ``width`` slots."""
+        for layer_index in range(len(self.cache.layers)):
+            keys, values = None, None
+            for r, cache in enumerate(caches):
+                if not cache.get_seq_length():
+                    continue
+                k, v = cache.layers[layer_index].keys, cache.layers[layer_index].values
+                if keys is None:
+                    keys = k.new_zeros(self.rows, k.shape[1], width, k.shape[3])
+                    values = v.new_zeros(self.rows, v.shape[1], width, v.shape[3])
+                keys[r, :, width - k.shape[2]:], values[r, :, width - v.shape[2]:] = k[0], v[0]
+            self.cache.update(keys, values, layer_index)
+
+    def __call__(self, inputs):
+        """Append each row's ids (an empty list: the row sits this call out). Returns, per row, the logits
+        ``[len(ids), V]`` of its ids (None for rows that sat out)."""
+        start = time.perf_counter()
+        feeds = [self.pending[r] + ids if ids else [] for r, ids in enumerate(inputs)]
+        self.pending = [[] if ids else pending for ids, pending in zip(inputs, self.pending)]
+        width = max(map(len, feeds))
+        if width == 0:
+            return [None] * self.rows
+        compiled = self.compiled is not None and width <= self.block
+        width = self.block if compiled else width  # a compiled forward has one shape: pad to it
+        new = torch.tensor([[i < len(f) for i in range(width)] for f in feeds], device=self.valid.device)
+        ids = [f + [f[-1] if f else 0] * (width - len(f)) for f in feeds]  # a dummy's id is never seen
+        mask = positions = None
+        if not self.valid.all():  # dummies at the tail need no mask yet: nothing real comes after them in a row
+            mask = hole_mask(torch.cat([self.valid, new], 1), width, self.model.dtype)
+            positions = self.valid.sum(1, keepdim=True) + torch.arange(width, device=new.device)
+        logits = forward(self.model, self.cache, ids, self.vocab_size, call=self.compiled.forward if compiled else None,
+                         attention_mask=mask, position_ids=positions)
+        self.valid = torch.cat([self.valid, new], 1)
+        self._crop_forgotten_tail()  # a compiled call's padding, at once: the static cache's next write goes there
+        fed = [r for r, ids in enumerate(inputs) if ids]
+        for r in fed:
+            self.counters[r][f"{self.role}_seconds"] += time.perf_counter() - start
+            self.counters[r][f"{self.role}_calls"] += 1
+        self._log(self.role, start, fed)
+        return [logits[r, len(f) - len(inputs[r]): len(f)] if inputs[r] else None for r, f in enumerate(feeds)]
+
+    def forget(self, row, n_tokens):
+        """Forget the row's last n tokens (a rejection's): they become holes until cropped or compacted."""
+        if n_tokens:
+            slots = self.valid[row].nonzero().squeeze(-1)
+            self.valid[row, slots[-n_tokens:]] = False
+
+    def _crop_forgotten_tail(self):
+        seen = self.valid.any(0).nonzero()
+        tail = self.valid.shape[1] - (int(seen[-1]) + 1 if len(seen) else 0)
+        if tail:
+            self.cache.crop(-tail)  # transformers 5: a negative argument removes that many tokens
+            self.valid = self.valid[:, : self.valid.shape[1] - tail]
+
+    def settle(self):
+        """After a block: crop the tail every row forgot; compact when holes pile up."""
+        self._crop_forgotten_tail()
+        holes = int((~self.valid).sum(1).max()) if self.valid.numel() else 0
+        if holes > HOLES_BEFORE_COMPACTING * self.valid.shape[1]:
+            self._compact()
+
+    def _compact(self):
+        """Gather every row's valid slots, right aligned after left-padding holes."""
+        counts = self.valid.sum(1)
+        width = int(counts.max())
+        index = torch.zeros(self.rows, width, dtype=torch.long, device=self.valid.device)
+        for r in range(self.rows):
+            index[r, width - int(counts[r]):] = self.valid[r].nonzero().squeeze(-1)
+        for layer in self.cache.layers:
+            if layer.keys is None or not layer.keys.numel():
+                continue
+            gather = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
+        self.valid = torch.arange(width, device=counts.device)[None, :] >= (width - counts)[:, None]
+
+    def join(self, sequences, counters):
+        """Add rows to the batch between blocks: each is prefilled alone (as ``prefill``), then both sets of rows are
+        left-padded with holes to one width. Returns, per new row, None or its prefill's error."""
+        newcomers = CachedModel(self.model, self.role, self.vocab_size, counters)
+        errors = newcomers.prefill(sequences)
+        if self.compiled:
+            raise ValueError("the compiled static-cache path decodes one row at a time; rows cannot join it")
+        width = max(self.valid.shape[1], newcomers.valid.shape[1])
+        for layer, other in zip(self.cache.layers, newcomers.cache.layers):
+            for name in ("keys", "values"):
+                mine, theirs = getattr(layer, name), getattr(other, name)
+                like = (mine if mine is not None and mine.numel() else theirs)
+                if like is None or not like.numel():  # neither set of rows has read anything yet
+                    layer.keys = layer.values = None
+                    layer.is_initialized = False  # the next update starts it with every row
+                    break
+                padded = [_left_padded(t, rows, width, like) for t, rows in ((mine, self.rows), (theirs, len(counters)))]
+                setattr(layer, name, torch.cat(padded))
+                layer.device, layer.is_initialized = like.device, True
+        self.valid = torch.cat([_left_padded(v, v.shape[0], width, v) for v in (self.valid, newcomers.valid)])
+        self.pending += newcomers.pending
+        self.counters += newcomers.counters
+        return errors
+
+    def keep_rows(self, rows):
+        """Only the given rows go on (the others finished)."""
+        if rows == list(range(self.rows)):
+            return
+        self.cache.batch_select_indices(torch.tensor(rows, dtype=torch.long, device=self.valid.device))
+        self.valid = self.valid[rows]
+        self.pending = [self.pending[r] for r in rows]
+        self.counters = [self.counters[r] for r in rows]
+        self._crop_forgotten_tail()
+
+
+def _left_padded(t, rows, width, like):
+    """t (``[rows, ..., slots, ...]``: slots at dim 2 of K/V, dim 1 of a valid mask) left-padded with zeros (holes) to
+    ``width`` slots; None or empty: all zeros, shaped like ``like``."""
+    dim = 2 if like.dim() == 4 else 1
+    if t is None or not t.numel():
+        shape = list(like.shape)
+        shape[0], shape[dim] = rows, width
+        return like.new_zeros(shape)
+    pad = list(t.shape)
+    pad[dim] = width - t.shape[dim]
+    return torch.cat([t.new_zeros(pad), t], dim)
