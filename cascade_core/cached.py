@@ -212,6 +212,10 @@ class CachedModel:
         """Only the given rows go on (the others finished)."""
         if rows == list(range(self.rows)):
             return
+        if not rows:  # every row finished: rows that join later start a fresh cache
+            self.cache, self.valid = DynamicCache(config=self.model.config), self.valid[:0, :0]
+            self.pending, self.counters = [], []
+            return
         self.cache.batch_select_indices(torch.tensor(rows, dtype=torch.long, device=self.valid.device))
         self.valid = self.valid[rows]
         self.pending = [self.pending[r] for r in rows]

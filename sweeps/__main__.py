@@ -16,7 +16,7 @@ from cascade_core.cli import OneLineErrors, attach_values
 
 from .prompts import load_prompts, per_category
 from .report import write_report, write_summary
-from .sweep import sweep
+from .sweep import LANES, sweep
 
 
 def parse_args(argv):
@@ -31,6 +31,7 @@ def parse_args(argv):
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--out", required=True, help="folder for rows.jsonl, summary.csv and report.html")
+    p.add_argument("--lanes", type=int, default=LANES, help="chains decoded side by side in one batch (1: one by one)")
     p.add_argument("--no-share", action="store_true", help="run every alpha from scratch (no prefix sharing)")
     p.add_argument("--ray", action="store_true", help="run the chains on a local Ray instance, one worker per core")
     p.add_argument("--ray-address", help="run them on an existing Ray cluster instead, e.g. ray://host:10001")
@@ -63,7 +64,7 @@ def main(argv=None):
 
         rows = sweep(args.pair, prompts, [r for r in args.rules.split(",") if r], args.alphas, seeds(args.seeds),
                      gamma=args.gamma, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                     share_prefix=not args.no_share, ray=args.ray, ray_address=args.ray_address, out=args.out,
+                     share_prefix=not args.no_share, lanes=args.lanes, ray=args.ray, ray_address=args.ray_address, out=args.out,
                      progress=progress)
     except ValueError as error:
         if bar is not None:

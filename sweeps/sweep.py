@@ -17,11 +17,11 @@ def chain_key(row):
     return row["prompt_id"], row["rule"], row["seed"]
 
 
-def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens):
-    """Positions of one lossless run per prompt (seed 0; the prompts in batches), each holding a* of every rule;
-    yields the running Traces after every block."""
+def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes=MAX_BATCH_ROWS):
+    """Positions of one lossless run per prompt (seed 0; ``lanes`` prompts to a batch), each holding a* of every
+    rule; yields the running Traces after every block."""
     positions = []
-    for group in groups(prompts, MAX_BATCH_ROWS):
+    for group in groups(prompts, lanes):
         rows = [dict(prompt=item["prompt"], rule=PILOT_RULE, alpha=0.0, temperature=temperature, seed=0,
                      max_new_tokens=max_new_tokens) for item in group]
         traces = yield from stream_batch(pair, rows, gamma=gamma)
@@ -79,15 +79,18 @@ def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), **options):
 
 
 def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, temperature=1.0,
-                max_new_tokens=64, share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None):
+                max_new_tokens=64, share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None,
+                lanes=LANES):
     """A sweep block by block: yields a Progress after every block of the pilot and of each chain run here (on Ray,
     nothing until every chain is back) and returns the rows. ``prompts``: dicts as load_prompts makes them;
     ``alphas``: 'auto:N' or a list, checked against each rule's range; ``out``: a folder that keeps rows.jsonl
     (resumable) and sweep.json; ``ray``/``ray_address``: run the chains on a local Ray instance or an existing
     cluster; ``progress(done, total, rows)``: called as chains finish; ``pair``: an already loaded pair
-    (in-process only)."""
+    (in-process only); ``lanes``: how many chains (and pilot runs) decode side by side in one batch (1: one after
+    another)."""
     rules, seeds = list(rules), list(seeds)
     check(rules, seeds, gamma, temperature, max_new_tokens)
+    lanes = whole_number(lanes, "lanes", 1, MAX_BATCH_ROWS)
     alphas = parse_alphas(alphas)
     check_alphas(rules, alphas)
     parse_pair(pair_spec)
@@ -98,7 +101,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     chains = [(item, rule, seed) for item in prompts for rule in rules for seed in seeds]
     positions = []
     if needs_pilot(rules, alphas):
-        pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens)
+        pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes)
         positions = yield from mapped(pilot, lambda traces: Progress("pilot", 0, len(chains), traces))
     per_rule = alphas_per_rule(rules, alphas, positions)
     done = {}
@@ -124,9 +127,9 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
         run_on_ray(pair_spec, [(item, rule, per_rule[rule], seed) for item, rule, seed in todo], run_settings,
                    ray_address, finished)
     else:
-        lanes = [reporting(chain_lane(pair, item, rule, per_rule[rule], seed, temperature, max_new_tokens,
-                                      share_prefix), finished) for item, rule, seed in todo]
-        steps = stream_lanes(pair, lanes, gamma=gamma, width=LANES)
+        chain_lanes = [reporting(chain_lane(pair, item, rule, per_rule[rule], seed, temperature, max_new_tokens,
+                                            share_prefix), finished) for item, rule, seed in todo]
+        steps = stream_lanes(pair, chain_lanes, gamma=gamma, width=lanes)
         yield from mapped(steps, lambda traces: Progress("chain", len(done), len(chains), traces))
     rows = [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
     if folder:
