@@ -143,9 +143,9 @@ class CachedModel:
                          attention_mask=mask, position_ids=positions)
         self.valid = torch.cat([self.valid, new], 1)
         self._crop_forgotten_tail()  # a compiled call's padding, at once: the static cache's next write goes there
-        fed = [r for r, ids in enumerate(inputs) if ids]
+        fed, seconds = [r for r, ids in enumerate(inputs) if ids], time.perf_counter() - start
         for r in fed:
-            self.counters[r][f"{self.role}_seconds"] += time.perf_counter() - start
+            self.counters[r][f"{self.role}_seconds"] += seconds
             self.counters[r][f"{self.role}_calls"] += 1
         self._log(self.role, start, fed)
         return [logits[r, len(f) - len(inputs[r]): len(f)] if inputs[r] else None for r, f in enumerate(feeds)]
@@ -187,10 +187,10 @@ class CachedModel:
     def join(self, sequences, counters):
         """Add rows to the batch between blocks: each is prefilled alone (as ``prefill``), then both sets of rows are
         left-padded with holes to one width. Returns, per new row, None or its prefill's error."""
-        newcomers = CachedModel(self.model, self.role, self.vocab_size, counters)
-        errors = newcomers.prefill(sequences)
         if self.compiled:
             raise ValueError("the compiled static-cache path decodes one row at a time; rows cannot join it")
+        newcomers = CachedModel(self.model, self.role, self.vocab_size, counters)
+        errors = newcomers.prefill(sequences)
         width = max(self.valid.shape[1], newcomers.valid.shape[1])
         for layer, other in zip(self.cache.layers, newcomers.cache.layers):
             for name in ("keys", "values"):

@@ -335,6 +335,11 @@ def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS):
     return [results[lane] for lane in range(len(lanes))]
 
 
+def one_run(row):
+    """A lane of ``stream_lanes`` with one run: more rows than a batch holds, each starting as another finishes."""
+    return (yield row)
+
+
 def solo(trace):
     """A solo run's trace, or its error raised (a batch records it and goes on)."""
     if trace.error:

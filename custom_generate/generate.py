@@ -7,12 +7,13 @@ Extra arguments: ``alpha``, ``deferral`` (a rule from cascade_core.RULES, defaul
 block length; defaults to ``num_assistant_tokens`` or 4) and ``seed`` (defaults to a draw from torch's
 global generator, so ``torch.manual_seed`` makes runs repeatable). Returns the token ids, prompt
 included, like ``generate``; the rows of a batch (padding dropped by attention_mask) are generated as one batch of
-the engine, each its solo run, and right-padded.
+the engine (32 rows at a time, a row starting as another finishes), each its solo run, and right-padded.
 """
 import torch
 
 try:
-    from cascade_core import MAX_BATCH_ROWS, generate_batch
+    from cascade_core import finish, stream_lanes
+    from cascade_core.engine import one_run
     from cascade_core.models import make_pair
 except ImportError as e:  # the hub copy of this file needs the engine installed beside transformers
     raise ImportError("custom_generate needs the cascade_core package: pip install the Speculative Cascades "
@@ -44,9 +45,7 @@ def generate(model, inputs=None, generation_config=None, assistant_model=None, a
                for b in range(input_ids.shape[0])]
     settings = dict(rule=deferral, alpha=alpha, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                     details=False)
-    traces = [trace for start in range(0, len(prompts), MAX_BATCH_ROWS)
-              for trace in generate_batch(pair, [dict(prompt_ids=ids, **settings)
-                                                 for ids in prompts[start: start + MAX_BATCH_ROWS]], gamma=gamma)]
+    traces = finish(stream_lanes(pair, [one_run(dict(prompt_ids=ids, **settings)) for ids in prompts], gamma=gamma))
     for trace in traces:
         if trace.error:
             raise ValueError(trace.error)

@@ -35,7 +35,7 @@ def chain_lane(pair, item, rule, alphas, seed, temperature, max_new_tokens, shar
             trace = yield dict(prompt=item["prompt"], rule=rule, alpha=value, **settings)
         if trace.error:
             raise ValueError(f"{rule} alpha {value:g} on prompt {item['prompt_id']}: {trace.error}")
-        rows.append(row(pair, item, trace, alpha, trace.counters["wall_seconds"]))
+        rows.append(row(pair, item, trace, alpha))
         previous = trace
     return rows
 
@@ -45,7 +45,7 @@ def run_chain(pair, item, rule, alphas, seed, gamma=4, **settings):
     return finish(stream_lanes(pair, [chain_lane(pair, item, rule, alphas, seed, **settings)], gamma=gamma))[0]
 
 
-def row(pair, item, trace, alpha, seconds):
+def row(pair, item, trace, alpha):
     """A sweep row: what was asked, what came out, what it cost and how good it is."""
     s = trace.settings
     rule, gamma, n = s["rule"], s["gamma"], len(trace.positions)
@@ -61,7 +61,7 @@ def row(pair, item, trace, alpha, seconds):
     return dict(prompt_id=item["prompt_id"], category=item["category"], rule=rule, alpha=alpha, seed=s["seed"],
                 gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text, target_calls=target_calls,
                 draft_calls=draft_calls, acceptance_rate=acceptance, deferral_rate=trace.stats["deferral_rate"],
-                wall_seconds=seconds, cost_ratio=c,
+                wall_seconds=trace.counters["wall_seconds"], cost_ratio=c,
                 projected_speedup=expected_speedup(acceptance, gamma, c, gamma + 1) if cascade and c else None,
                 target_nll=target_nll(p_tokens), target_top1=sum(top1) / n if n else None,
                 rouge_l=rouge_l(trace.text, item["reference"]), exact_match=exact_match(trace.text, item["answer"]),

@@ -1,7 +1,8 @@
 """The quality/cost frontier of rules over a prompt set: every (prompt, rule, alpha, seed), in-process or on Ray."""
 from typing import NamedTuple
 
-from cascade_core import MAX_BATCH_ROWS, RULES, finish, get_rule, mapped, stream_batch, stream_lanes
+from cascade_core import MAX_BATCH_ROWS, RULES, finish, get_rule, mapped, stream_lanes
+from cascade_core.engine import one_run
 from cascade_core.models import parse_pair
 from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
 
@@ -18,19 +19,12 @@ def chain_key(row):
 
 
 def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes=MAX_BATCH_ROWS):
-    """Positions of one lossless run per prompt (seed 0; ``lanes`` prompts to a batch), each holding a* of every
+    """Positions of one lossless run per prompt (seed 0; ``lanes`` of them side by side), each holding a* of every
     rule; yields the running Traces after every block."""
-    positions = []
-    for group in groups(prompts, lanes):
-        rows = [dict(prompt=item["prompt"], rule=PILOT_RULE, alpha=0.0, temperature=temperature, seed=0,
-                     max_new_tokens=max_new_tokens) for item in group]
-        traces = yield from stream_batch(pair, rows, gamma=gamma)
-        positions += [pos for trace in traces for pos in trace.positions]
-    return positions
-
-
-def groups(items, size):
-    return [items[i: i + size] for i in range(0, len(items), size)]
+    runs = [one_run(dict(prompt=item["prompt"], rule=PILOT_RULE, alpha=0.0, temperature=temperature, seed=0,
+                         max_new_tokens=max_new_tokens)) for item in prompts]
+    traces = yield from stream_lanes(pair, runs, gamma=gamma, width=lanes)
+    return [pos for trace in traces for pos in trace.positions]
 
 
 def pilot_positions(pair, prompts, gamma, temperature, max_new_tokens):

@@ -89,7 +89,7 @@ pairs = PairCache()
 build_app("tiny", pairs=pairs)
 from sweeps.chain import row
 item = dict(prompt_id="0", category=None, reference=None, answer=None)
-print(row(pairs.get("tiny"), item, generate(pairs.get("tiny"), "Hi", max_new_tokens=4), 0.3, 0.1)["tokens"])
+print(row(pairs.get("tiny"), item, generate(pairs.get("tiny"), "Hi", max_new_tokens=4), 0.3)["tokens"])
 """], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert check.returncode == 0 and check.stdout.strip().endswith("4"), check.stderr[-2000:]
 
