@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from .viz.format import rules_table
+from cascade_core.rules import rules_table
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 QUIET = dict(api_visibility="undocumented")

@@ -1,6 +1,7 @@
 """Speculative cascades (Narasimhan et al., ICLR 2025): exact engine, per-token traces, baselines."""
 from .engine import finish, generate, generate_batch, mapped, stream, stream_batch, stream_lanes
-from .models import Pair, load_pair
+from .models import load_pair
+from .pair import Pair
 from .rules import RULES, Distributions, Rule, critical_alpha, get_rule
 from .sampling import output_distribution, target_distribution
 from .settings import MAX_BATCH_ROWS, MAX_GAMMA, MAX_NEW_TOKENS

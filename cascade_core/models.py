@@ -9,7 +9,6 @@ import importlib.util
 import os
 import string
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import huggingface_hub
@@ -21,25 +20,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from .compiled import compile_pair
 from .draft import load_draft
 from .kernels import choose_kernels, use_measured_kernels
+from .pair import Pair, make_pair
 from .values import shown
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The distilled draft's own layers (python -m distill); the rest is shared with the target.
 BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
-
-
-@dataclass
-class Pair:
-    name: str
-    target: torch.nn.Module
-    draft: torch.nn.Module
-    tokenizer: object
-    vocab_size: int  # the shared tokenizer vocabulary both models' logits are compared on
-    eos_token_ids: set
-    max_positions: int
-    description: str = ""
-    kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
-    compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
 
 
 def cache_dir():
@@ -134,22 +120,6 @@ def bundled_pair(dtype=None, device=None, progress=None):
     return make_pair("bundled", target, draft, tokenizer,
                      f"SmolLM2-135M-Instruct (30 layers) <- distilled {layers}-layer draft (held-out 1 - TV "
                      f"{meta['held_out']['acceptance']:.2f})")
-
-
-def _eos_ids(tokenizer, model):
-    ids = {tokenizer.eos_token_id} if tokenizer is not None and tokenizer.eos_token_id is not None else set()
-    config_eos = model.generation_config.eos_token_id if model.generation_config else None
-    ids |= set(config_eos if isinstance(config_eos, list) else [config_eos] if config_eos is not None else [])
-    return ids
-
-
-def make_pair(name, target, draft, tokenizer=None, description=""):
-    """A Pair from loaded models. Without a tokenizer (transformers' custom_generate) texts stay empty."""
-    widths = (target.config.vocab_size, draft.config.vocab_size)
-    # Padded embeddings (Qwen sizes) are wider than the tokenizer; compare on what both can emit.
-    vocab = min(len(tokenizer) if tokenizer is not None else min(widths), *widths)
-    max_positions = min(getattr(m.config, "max_position_embeddings", 4096) for m in (target, draft))
-    return Pair(name, target, draft, tokenizer, vocab, _eos_ids(tokenizer, target), max_positions, description)
 
 
 def check_same_tokenizer(target_tok, draft_tok, target_id, draft_id):

@@ -287,3 +287,13 @@ def _verifies_against_p_where_deferred(*names):
     """Position rules verify against pi = p wherever they defer, and lossless everywhere."""
     return all(RULES[name].kind == "position" or name == "lossless" for name in names)
 
+
+def rules_table():
+    """The rules as a Markdown table, read from their records: the README, the app's "How to read this" and the
+    Hub export's model card show it."""
+    lines = ["| rule | defers when | a* | alpha | what alpha means | from |", "|---|---|---|---|---|---|"]
+    for r in RULES.values():
+        alpha = r.range_text() if r.alpha_used else "-"
+        lines.append(f"| `{r.name}` | `{r.defers_when}` | `{r.a_star_formula}` | {alpha} | {r.alpha_meaning} | "
+                     f"{r.source} |")
+    return "\n".join(lines)

@@ -3,7 +3,7 @@ table is the one the rule records make."""
 import ast
 from pathlib import Path
 
-from app.viz.format import rules_table
+from cascade_core.rules import rules_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cascade_core", "app", "bench", "distill", "sweeps", "custom_generate")

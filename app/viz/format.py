@@ -3,7 +3,6 @@ import html
 import math
 import re
 
-from cascade_core import RULES
 
 
 def number(value, digits=3):
@@ -44,13 +43,3 @@ def markdown_text(message):
 def clip(value, lo, hi):
     """value clamped into [lo, hi] (used to draw infinite a* at the edge of a finite axis)."""
     return min(max(value, lo), hi)
-
-
-def rules_table():
-    """The rules as the README and the app's "How to read this" show them, read from their records."""
-    lines = ["| rule | defers when | a* | alpha | what alpha means | from |", "|---|---|---|---|---|---|"]
-    for r in RULES.values():
-        alpha = r.range_text() if r.alpha_used else "-"
-        lines.append(f"| `{r.name}` | `{r.defers_when}` | `{r.a_star_formula}` | {alpha} | {r.alpha_meaning} | "
-                     f"{r.source} |")
-    return "\n".join(lines)

@@ -1,0 +1,35 @@
+"""A draft and a target that share one tokenizer, as the engine reads them. Its own module so that the
+transformers entry (and its Hub export) needs the engine and this, not the loaders."""
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Pair:
+    name: str
+    target: torch.nn.Module
+    draft: torch.nn.Module
+    tokenizer: object
+    vocab_size: int  # the shared tokenizer vocabulary both models' logits are compared on
+    eos_token_ids: set
+    max_positions: int
+    description: str = ""
+    kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
+    compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
+
+
+def eos_ids(tokenizer, model):
+    ids = {tokenizer.eos_token_id} if tokenizer is not None and tokenizer.eos_token_id is not None else set()
+    config_eos = model.generation_config.eos_token_id if model.generation_config else None
+    ids |= set(config_eos if isinstance(config_eos, list) else [config_eos] if config_eos is not None else [])
+    return ids
+
+
+def make_pair(name, target, draft, tokenizer=None, description=""):
+    """A Pair from loaded models. Without a tokenizer (transformers' custom_generate) texts stay empty."""
+    widths = (target.config.vocab_size, draft.config.vocab_size)
+    # Padded embeddings (Qwen sizes) are wider than the tokenizer; compare on what both can emit.
+    vocab = min(len(tokenizer) if tokenizer is not None else min(widths), *widths)
+    max_positions = min(getattr(m.config, "max_position_embeddings", 4096) for m in (target, draft))
+    return Pair(name, target, draft, tokenizer, vocab, eos_ids(tokenizer, target), max_positions, description)
