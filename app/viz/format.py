@@ -4,7 +4,6 @@ import math
 import re
 
 
-
 def number(value, digits=3):
     """A probability, a* or statistic for people: '–' when unknown, '∞' for infinities."""
     if value is None:
