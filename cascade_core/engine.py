@@ -15,7 +15,7 @@ import torch
 from .cached import CachedModel, finite
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
-from .settings import MAX_BATCH_ROWS, check_prompt, check_rows, check_settings
+from .settings import MAX_BATCH_ROWS, check_prompt, check_rows, check_settings, check_stopping
 from .trace import Block, Detokenizer, Trace, source_under
 
 
@@ -33,10 +33,12 @@ def encode_prompt(tokenizer, prompt, chat=True):
 class Row:
     """One generation's settings, its trace being built and its last token."""
 
-    def __init__(self, pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential):
+    def __init__(self, pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential,
+                 eos_token_ids=None, min_new_tokens=0, stop=None):
         self.trace, self.rule, self.alpha, self.sequential = trace, rule, alpha, sequential
         self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
-        self.eos = pair.eos_token_ids if stop_at_eos else set()
+        self.eos = set(pair.eos_token_ids if eos_token_ids is None else eos_token_ids) if stop_at_eos else set()
+        self.min_new_tokens, self.stop = min_new_tokens, stop
         self.trace.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
                                    prefill_seconds=0.0, wall_seconds=0.0)
         sequence = trace.prompt_ids + trace.tokens
@@ -59,6 +61,17 @@ class Row:
         if RULES[self.rule].kind == "baseline" or self.sequential:
             return 1
         return min(gamma + 1, self.max_new_tokens - len(self.trace.positions))
+
+    def allowed(self, logits, start):
+        """logits ``[n, V]`` for positions start .. start + n - 1, with end-of-text at -inf before min_new_tokens
+        (as transformers' min-length processors do): both models' distributions lose it there, so pi, built
+        from them, cannot emit it, and the rules and the verification stay exact for what is left."""
+        early, eos = self.min_new_tokens - start, sorted(i for i in self.eos if i < logits.shape[-1])
+        if early <= 0 or not eos:
+            return logits
+        logits = logits.clone()
+        logits[:early, eos] = float("-inf")
+        return logits
 
     def fail(self, error):
         self.trace.error, self.trace.finished, self.trace.stop_reason = str(error), True, "error"
@@ -126,14 +139,15 @@ class Batch:
             if row.trace.finished:  # failed while drafting
                 continue
             try:
-                p_logits = None if scored[i] is None else finite(scored[i], self.target.model)
+                p_logits = (None if scored[i] is None else
+                            row.allowed(finite(scored[i], self.target.model), len(row.trace.positions)))
                 block, forgotten = decide(row, drafted[i], p_logits, uniforms[i])  # 3
             except ValueError as error:
                 row.fail(error)
                 continue
             for model in (self.target, self.draft):  # 4
                 model.forget(i, forgotten)
-            row.trace.add_block(block, row.eos, row.max_new_tokens)  # 5
+            row.trace.add_block(block, row.eos, row.max_new_tokens, row.stop)  # 5
             row.last = row.trace.tokens[-1]
             row.counters["wall_seconds"] = time.perf_counter() - row.started
         return self.drop_finished()
@@ -161,7 +175,8 @@ def propose(draft, rows, lengths, uniforms):
             if not feeding[r]:
                 continue
             try:
-                q_untempered, q = untempered_and_tempered(finite(logits[r], draft.model), row.temperature)
+                q_logits = row.allowed(finite(logits[r], draft.model), len(row.trace.positions) + j)
+                q_untempered, q = untempered_and_tempered(q_logits, row.temperature)
             except ValueError as error:
                 row.fail(error)
                 continue
@@ -231,7 +246,8 @@ def decide(row, drafted, p_logits, uniforms):
 
 
 def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0, seed=0, max_new_tokens=64,
-              chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True, sequential=False):
+              chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True, sequential=False,
+              eos_token_ids=None, min_new_tokens=0, stop=None):
     """A row's checked settings and its empty (or resumed) trace, before any model call."""
     get_rule(rule)
     if resume is not None:
@@ -247,12 +263,16 @@ def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0
         prompt_ids = list(prompt_ids)
     gamma, temperature, seed, max_new_tokens = check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed,
                                                               max_new_tokens)
+    eos_token_ids, min_new_tokens = check_stopping(eos_token_ids, min_new_tokens, stop, max_new_tokens)
     settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed, details=details,
                     sequential=sequential, max_new_tokens=max_new_tokens, chat=chat, pair=pair.name,
                     alpha_range=RULES[rule].alpha_range)
+    if min_new_tokens:
+        settings["min_new_tokens"] = min_new_tokens
     trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix),
                   detokenizer=Detokenizer(pair.tokenizer))
-    row = Row(pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential)
+    row = Row(pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential, eos_token_ids,
+              min_new_tokens, stop)
     if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in row.eos else "max_new_tokens"
     return row
@@ -352,7 +372,9 @@ def stream(pair, prompt=None, *, gamma=4, **settings):
 
     Settings (defaults): rule ("v3"), alpha (0.3), gamma (4), temperature (1.0), seed (0), max_new_tokens (64),
     chat (True: the chat template), prompt_ids (instead of the prompt), resume, stop_at_eos (True), details
-    (True), sequential (False).
+    (True), sequential (False); how a run stops: eos_token_ids (the pair's), min_new_tokens (0: end-of-text is
+    impossible before it) and stop (a predicate on the generated token ids, asked after every token: True ends
+    the run there, stop_reason "stop").
     ``resume=(trace, k)`` continues an earlier trace's prompt from its first k tokens (the app's re-runs after
     an alpha change): with position-keyed randomness the result equals a fresh run whenever those k tokens
     are what the new setting would emit, which ``Trace.recolour`` establishes. ``details=False`` skips the

@@ -8,7 +8,7 @@ MAX_NEW_TOKENS = 2048
 MAX_SEED = 2**63 - 1
 MAX_BATCH_ROWS = 32
 ROW_FIELDS = ("prompt", "prompt_ids", "rule", "alpha", "temperature", "seed", "max_new_tokens", "resume", "details",
-              "chat", "stop_at_eos", "sequential")
+              "chat", "stop_at_eos", "sequential", "eos_token_ids", "min_new_tokens", "stop")
 # Below this a temperature cannot be computed in float32: logits / T overflow to inf and softmax gives NaN.
 MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
@@ -58,6 +58,22 @@ def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed, max_
         raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds "
                          f"the models' context of {limit} tokens; shorten the prompt or ask for fewer tokens")
     return gamma, temperature, seed, max_new_tokens
+
+
+def check_stopping(eos_token_ids, min_new_tokens, stop, max_new_tokens):
+    """How a run may stop: end-of-text ids (None: the pair's), the tokens before which end-of-text is impossible,
+    and a predicate on the generated ids. Returns (eos_token_ids, min_new_tokens) as the engine uses them."""
+    if eos_token_ids is not None:
+        ids = [eos_token_ids] if is_finite_number(eos_token_ids) else eos_token_ids
+        if not isinstance(ids, (list, tuple, set)) or not all(is_finite_number(i) and i == int(i) and i >= 0
+                                                              for i in ids):
+            raise ValueError(f"eos_token_ids must be a token id or a list of them (whole numbers >= 0), got "
+                             f"{shown(eos_token_ids)}")
+        eos_token_ids = {int(i) for i in ids}
+    min_new_tokens = whole_number(min_new_tokens, "min_new_tokens", 0, max_new_tokens)
+    if stop is not None and not callable(stop):
+        raise ValueError(f"stop must be a function of the generated token ids, got {shown(stop)}")
+    return eos_token_ids, min_new_tokens
 
 
 def check_rows(rows):

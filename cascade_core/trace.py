@@ -132,14 +132,18 @@ class Trace:
     def text(self):
         return "".join(pos["text"] for pos in self.positions)
 
-    def add_block(self, block, eos=(), max_new_tokens=None):
-        """Append a verified block's positions (up to an end-of-text token) and their text pieces."""
+    def add_block(self, block, eos=(), max_new_tokens=None, stop=None):
+        """Append a verified block's positions (up to an end-of-text token, or the first at which
+        ``stop(tokens)`` holds) and their text pieces."""
         start = len(self.positions)
         details = self.settings.get("details", True)
         for record in block_records(block, self.settings["rule"], self.detokenizer, details):
             self.positions.append(record)
             if record["token"] in eos:
                 self.finished, self.stop_reason = True, "eos"
+                break
+            if stop is not None and stop(self.tokens):
+                self.finished, self.stop_reason = True, "stop"
                 break
         for record, text in zip(self.positions[start:], self.detokenizer.pieces(self.tokens, start)):
             record["text"] = text

@@ -46,15 +46,20 @@ def literal_pi(rule, qs, ps, q, p, alpha, greedy):
     return pi / pi.sum()
 
 
-def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new_tokens):
+def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new_tokens, min_new_tokens=0):
+    """Before min_new_tokens, end-of-text's logits are -inf for both models (transformers' min-length processor)."""
     seq, out = list(prompt_ids), []
     greedy = temperature == 0
     V = pair.vocab_size
     for i in range(max_new_tokens):
         ids = torch.tensor([seq])
         with torch.no_grad():
-            qs, q = softmaxes(pair.draft(ids).logits[0, -1, :V], temperature)
-            ps, p = softmaxes(pair.target(ids).logits[0, -1, :V], temperature)
+            q_logits, p_logits = (model(ids).logits[0, -1, :V].clone() for model in (pair.draft, pair.target))
+        if i < min_new_tokens:
+            for logits in (q_logits, p_logits):
+                logits[sorted(pair.eos_token_ids)] = float("-inf")
+        qs, q = softmaxes(q_logits, temperature)
+        ps, p = softmaxes(p_logits, temperature)
         u = position_uniforms(seed, [i])[0].numpy()
         if rule == "target":
             token = inverse_cdf(p, u[0])
