@@ -1,8 +1,10 @@
 """Command line: ``python -m cascade_core run ...``."""
 import argparse
 import sys
+from pathlib import Path
 
 from .engine import generate
+from .hub_export import DEFAULT_REPO_ID, export
 from .models import load_pair
 from .rules import RULES
 
@@ -34,6 +36,13 @@ def format_stats(stats):
         return f"{v:.3f}" if isinstance(v, float) else str(v)
 
     return "  ".join(f"{k}={fmt(v)}" for k, v in stats.items())
+
+
+def hub_export(args):
+    written = [str(path.relative_to(args.directory)) for path in export(args.directory, args.repo_id)]
+    print(f"wrote {len(written)} files to {args.directory}: {', '.join(written)}")
+    print(f"push it as it is (hf upload {args.repo_id} {args.directory} .), then call "
+          f"generate(..., custom_generate={args.repo_id!r}, trust_remote_code=True)")
 
 
 def run(args):
@@ -106,6 +115,11 @@ def main(argv=None):
     p_run.add_argument("--json", action="store_true", help="print the trace as JSON")
     p_run.add_argument("--color", action="store_true", help="colour even when stdout is not a terminal")
     p_run.set_defaults(func=run)
+
+    p_export = sub.add_parser("hub-export", help="write the transformers entry as a folder to push to the Hub")
+    p_export.add_argument("directory", type=Path, help="the folder to write (a new one, or a clone of the Hub repo)")
+    p_export.add_argument("--repo-id", default=DEFAULT_REPO_ID, help="the Hub repository the model card's usage names")
+    p_export.set_defaults(func=hub_export)
 
     valued = {a for action in p_run._actions for a in action.option_strings if action.nargs is None and action.type}
     args = parser.parse_args(attach_values(sys.argv[1:] if argv is None else argv, valued | {"--prompt", "--rule"}))
