@@ -1,11 +1,12 @@
 """transformers' generate(custom_generate=<this repo>) runs the cascade for every deferral name, and treats
 generate's own arguments the way generate does: lengths, end-of-text, padding, stopping criteria, streamers,
 dict outputs; what it cannot do is refused naming the argument."""
+import threading
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import StoppingCriteria, TextStreamer
+from transformers import StoppingCriteria, TextIteratorStreamer, TextStreamer
 from transformers.generation import GenerateDecoderOnlyOutput
 from transformers.generation.streamers import BaseStreamer
 
@@ -150,6 +151,12 @@ def test_streamers_get_the_prompt_then_every_token_then_end(pair, capsys):
     entry(pair, **inputs, do_sample=True, seed=2, max_new_tokens=30, streamer=TextStreamer(pair.tokenizer,
                                                                                            skip_prompt=True))
     assert capsys.readouterr().out.strip() == pair.tokenizer.decode(out[0, len(prompt[0]):]).strip()
+    chunks = TextIteratorStreamer(pair.tokenizer, skip_prompt=True)  # a chat UI's way: generate in a thread
+    thread = threading.Thread(target=entry, args=(pair,), kwargs=dict(**inputs, do_sample=True, seed=2,
+                                                                      max_new_tokens=30, streamer=chunks))
+    thread.start()
+    assert "".join(chunks) == pair.tokenizer.decode(out[0, len(prompt[0]):])
+    thread.join()
 
 
 def test_return_dict_in_generate_gives_generates_output(pair):
@@ -192,3 +199,16 @@ def test_reshaping_settings_in_the_models_config_are_named_in_a_warning(pair):
             entry(pair, **inputs, do_sample=True, max_new_tokens=4)
     finally:
         pair.target.generation_config.top_k = None
+
+
+def test_the_seed_call_on_the_bundled_pair_is_the_engines_run(bundled):
+    """A real tokenizer with a chat template and its own end-of-text, as a user of the seed's snippet has."""
+    text = bundled.tokenizer.apply_chat_template([{"role": "user", "content": "Who is Buzz Aldrin?"}],
+                                                 add_generation_prompt=True, tokenize=False)
+    inputs = bundled.tokenizer(text, return_tensors="pt")
+    torch.manual_seed(5)
+    out = entry(bundled, **inputs, do_sample=True, alpha=0.25, deferral="v3", max_new_tokens=24,
+                tokenizer=bundled.tokenizer)
+    prompt = inputs["input_ids"][0].tolist()
+    trace = generate(bundled, prompt_ids=prompt, rule="v3", alpha=0.25, seed=engine_seed(5), max_new_tokens=24)
+    assert out[0].tolist() == prompt + trace.tokens
