@@ -71,7 +71,7 @@ def generate(model, inputs=None, generation_config=None, logits_processor=None, 
         if tokenizer is None:
             raise ValueError("stop_strings: needs the tokenizer; pass tokenizer=<the target's tokenizer> as well")
         stopping_criteria.append(StopStringCriteria(tokenizer, stop_strings))
-    rows = (inputs if inputs is not None else kwargs.get("input_ids"))
+    rows = inputs if inputs is not None else kwargs.get("input_ids")
     if streamer is not None and rows is not None and rows.dim() == 2 and rows.shape[0] > 1:
         raise ValueError(f"streamer: streams one row, as transformers' streamers do; got a batch of {rows.shape[0]}")
     pair = make_pair("custom_generate", model, assistant_model, tokenizer)
