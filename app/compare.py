@@ -12,6 +12,7 @@ from .callbacks import progress_messages, raises_for_client, read_or_stopped, wa
 from .controls import Settings, check_budget, run_controls
 from .explore import opened_in_explore
 from .gpu import gpu
+from .links import Linked
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.compare import compare_html, compare_stats_markdown
 from .viz.format import html_text
@@ -203,4 +204,6 @@ def build_compare(handlers, explore, tabs):
     run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
     rows.click(handlers.open_row, traces, explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return dict(cells=cells, preset=preset, prompt=prompt, run=run)
+    linked = Linked("compare", dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed,
+                                    max_new_tokens=max_new_tokens), "compare-run")
+    return dict(cells=cells, preset=preset, prompt=prompt, run=run, linked=linked)

@@ -8,6 +8,7 @@ from cascade_core import MAX_GAMMA, RULES
 
 from .callbacks import Handlers, Recoloured, View
 from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, cost_presets, rule_info
+from .links import Linked
 from .options import ASSETS, GENERATING, INSTANT, QUIET, example_prompts, how_to_read
 from .pairs import CHOICES
 from .viz.stats import speedup_markdown, stats_markdown
@@ -66,6 +67,7 @@ class Explore:
     view: list  # its outputs (View's order)
     run_state: gr.State
     opened: list  # what "open in Explore" sets: prompt, rule, alpha, rule text, gamma, T, tokens, seed
+    linked: Linked  # what a link sets
 
 
 def build_explore(handlers: Handlers, pair_spec, public):
@@ -141,8 +143,10 @@ def build_explore(handlers: Handlers, pair_spec, public):
         button.click(lambda c=c: c, None, cost_ratio, **INSTANT).then(
             handlers.update_speedup, [run_state, cost_ratio], speedup, **INSTANT)
     answer.click(handlers.inspect, [run_state, rule, alpha], [inspector_text, inspector_plot], **INSTANT)
+    linked = Linked("explore", dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature,
+                                    seed=seed, max_new_tokens=max_new_tokens), "run", tuple(RULES), rule_text)
     return Explore(handlers, settings, view, run_state,
-                   [prompt, rule, alpha, rule_text, gamma, temperature, max_new_tokens, seed])
+                   [prompt, rule, alpha, rule_text, gamma, temperature, max_new_tokens, seed], linked)
 
 
 def opened_in_explore(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed):

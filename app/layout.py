@@ -8,7 +8,8 @@ import gradio as gr
 from .callbacks import Handlers
 from .compare import CompareHandlers, build_compare
 from .explore import build_explore
-from .options import ASSETS, GENERATION_SLOTS
+from .links import COPY_JS, CURRENT_VIEW_JS, PRESS_JS, link_inputs, link_to, restore_outputs, restored
+from .options import ASSETS, GENERATION_SLOTS, INSTANT
 from .pairs import BUNDLED, SEED_PAIR, PairCache
 from .sandbox import SandboxHandlers, build_sandbox
 from .strategies import StrategiesHandlers, build_strategies
@@ -58,17 +59,36 @@ def build_app(pair_spec=None, public=None, pairs=None):
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
                     "decision apart in the **Sandbox**, and put four **Strategies** on one clock.")
+        with gr.Row(elem_id="link-row"):
+            copy = gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210)
+            runs = gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,
+                               container=False)
+            link = gr.Textbox(show_label=False, placeholder="the link of the tab on screen, with its settings",
+                              lines=1, max_lines=1, container=False, elem_id="link", scale=3)
+        link_status = gr.Markdown("", elem_id="link-status")
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
                 explore = build_explore(handlers, pair_spec, public)
             with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
-                build_compare(compare, explore, tabs)
+                compared = build_compare(compare, explore, tabs)
             with gr.Tab("Trade-off", id="tradeoff", elem_id="tab-tradeoff"):
-                build_tradeoff(tradeoff, explore, tabs)
+                traded = build_tradeoff(tradeoff, explore, tabs)
             with gr.Tab("Sandbox", id="sandbox", elem_id="tab-sandbox"):
-                build_sandbox(sandbox, explore)
+                boxed = build_sandbox(sandbox, explore)
             with gr.Tab("Strategies", id="strategies", elem_id="tab-strategies"):
-                build_strategies(strategies)
+                strategized = build_strategies(strategies)
+        linked = [explore.linked, compared["linked"], traded, boxed, strategized]
+        address, on_screen, press = (gr.Textbox(visible=False) for _ in range(3))
+
+        def restore(request: gr.Request):
+            """A link's view: its tab and controls, and the Run button to press when it says run=1."""
+            return restored(dict(request.query_params), linked)
+
+        demo.load(restore, None, restore_outputs(linked, tabs, link_status, press), **INSTANT).then(
+            None, press, press, js=PRESS_JS)
+        copy.click(lambda base, tab, run, *values: link_to(base, tab, run, linked, *values),
+                   [address, on_screen, runs, *link_inputs(linked)], link, js=CURRENT_VIEW_JS, **INSTANT).then(
+            None, link, link, js=COPY_JS)
 
         def forget_session(request: gr.Request):
             """A closed page: free its session's state (its runs) now rather than when the store is full."""

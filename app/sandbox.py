@@ -10,6 +10,7 @@ from cascade_core.strict_json import dumps
 
 from .callbacks import Handlers, raises_for_client
 from .controls import alpha_slider_range, rule_info
+from .links import Linked
 from .options import INSTANT
 from .viz.format import html_text
 from .viz.sandbox import sandbox_figure, sandbox_html
@@ -105,3 +106,6 @@ def build_sandbox(handlers, explore):
         handlers.update, everything, outputs, **live)
     load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
         handlers.update, everything, outputs, **live)
+    return Linked("sandbox", dict(rule=rule, alpha=alpha), rules=tuple(RULES), rule_text=rule_text,
+                  redrawn=tuple(outputs), redraw=lambda values: handlers.update(
+                      values.get("rule", rule.value), values.get("alpha", alpha.value), *labels, *q, *p))

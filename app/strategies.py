@@ -9,6 +9,7 @@ from cascade_core.values import is_number, shown
 from .callbacks import Handlers, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .controls import Settings, alpha_slider_range, check_budget, run_controls
 from .gpu import gpu
+from .links import Linked
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
@@ -17,6 +18,7 @@ from .worker import ENGINE
 # The runs the four strategies make at most: the draft's answer and the target's, speculative decoding, the
 # speculative cascade and the sequential cascade.
 RUNS = 5
+CASCADE_RULES = ("chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild")  # the rules a cascade can defer by
 
 
 def progress_text(strategy, trace):
@@ -80,7 +82,7 @@ def build_strategies(handlers):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=example_prompts()[0], elem_id="strategies-prompt")
-            rule = gr.Dropdown(["chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild"], value="v3", label="Rule",
+            rule = gr.Dropdown(list(CASCADE_RULES), value="v3", label="Rule",
                                elem_id="strategies-rule")
             alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="strategies-alpha")
             threshold = gr.Slider(0, 1, value=0.6, step=0.01, elem_id="strategies-threshold",
@@ -94,3 +96,5 @@ def build_strategies(handlers):
     rule.input(lambda r, a: Handlers.rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
     run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
+    return Linked("strategies", dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature,
+                                     seed=seed, max_new_tokens=max_new_tokens), "strategies-run", CASCADE_RULES)

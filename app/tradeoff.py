@@ -15,6 +15,7 @@ from .callbacks import progress_messages, raises_for_client, read_or_stopped, wa
 from .controls import Settings, check_budget, run_controls
 from .explore import opened_in_explore
 from .gpu import gpu
+from .links import Linked
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.format import markdown_text
 from .worker import ENGINE
@@ -159,3 +160,5 @@ def build_tradeoff(handlers, explore, tabs):
     open_button.click(handlers.open_point, [rows, point, prompt, gamma, temperature, seed, max_new_tokens],
                       explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
+    return Linked("tradeoff", dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed,
+                                   max_new_tokens=max_new_tokens), "tradeoff-run")

@@ -59,6 +59,9 @@ def explain(rule, pos, alpha):
     return f"{rule} deferred: {compare} (alpha < a* = {a_text}), so the draft's {proposal} went to the target; {outcome}."
 
 
+ROUNDING = 1e-12
+
+
 def dissect(rule, q, p, alpha):
     """Every number of one decision, for distributions q and p over a small vocabulary (lists, normalised here;
     temperature 1): pi, the acceptance probability and the residual per token, a* per token (a position rule's
@@ -75,7 +78,9 @@ def dissect(rule, q, p, alpha):
     accept, excess, pi = acceptance_and_residual(rule, d, alpha)
     a_star = record.a_star(d)
     a_star = a_star if record.per_token else a_star.expand(len(q))
-    rejects = bool((pi - q).clamp_min(0).sum() > 0)
+    # A token rule that keeps every token renormalises q into pi: the difference is float64 rounding (~1e-17),
+    # not a residual, so below ROUNDING no rejection can happen.
+    rejects = bool((pi - q).clamp_min(0).sum() > ROUNDING)
     return dict(q=q.tolist(), p=p.tolist(), pi=pi.tolist(), accept_prob=accept.tolist(),
                 residual=(excess / excess.sum() if rejects else torch.zeros_like(q)).tolist(),
                 rejection_prob=max(0.0, 1 - float((q * accept).sum())), a_star=a_star.tolist(),

@@ -112,13 +112,19 @@ def test_sandbox_loads_a_position_of_the_explore_run():
     assert figure.data and "accepted set A" in text and "ms on the server" in timing
 
 
-def test_sandbox_residual_is_zero_where_no_rejection_can_happen():
+@pytest.mark.parametrize("rule, alpha", [("chow", 0.88),  # max q = 0.4 >= 1 - 0.88: the draft stands, pi = q
+                                         ("v1", 0.5)])  # every token accepted: pi is q renormalised (rounding)
+def test_sandbox_residual_is_zero_where_no_rejection_can_happen(rule, alpha):
     labels, q, p = START
-    numbers = dissect("chow", q, p, 0.88)  # max q = 0.4 >= 1 - 0.88: the draft stands, pi = q
+    numbers = dissect(rule, q, p, alpha)
     assert numbers["pi"] == pytest.approx(numbers["q"]) and numbers["residual"] == [0.0] * SIZE
     assert numbers["rejection_prob"] == pytest.approx(0, abs=1e-12)
-    _, text, _ = SandboxHandlers.update("chow", 0.88, *labels, *q, *p)
+    _, text, _ = SandboxHandlers.update(rule, alpha, *labels, *q, *p)
     assert "no rejection can happen" in text
+
+
+def test_sandbox_residual_where_a_rejection_can_happen():
+    labels, q, p = START
     numbers = dissect("v3", q, p, 0.2)
     assert sum(numbers["residual"]) == pytest.approx(1)
     assert numbers["rejection_prob"] == pytest.approx(sum(max(0, a - b) for a, b in zip(numbers["q"], numbers["pi"])))
