@@ -8,6 +8,7 @@ import gradio as gr
 from .callbacks import Handlers
 from .compare import CompareHandlers, build_compare
 from .explore import build_explore
+from .learn import LearnHandlers, build_learn
 from .links import COPY_JS, CURRENT_VIEW_JS, PRESS_JS, link_inputs, link_to, restore_outputs, restored
 from .options import ASSETS, GENERATION_SLOTS, INSTANT
 from .pairs import BUNDLED, SEED_PAIR, PairCache
@@ -60,12 +61,16 @@ def build_app(pair_spec=None, public=None, pairs=None):
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
                     "decision apart in the **Sandbox**, and put four **Strategies** on one clock.")
         with gr.Row(elem_id="link-row"):
+            lessons = gr.Button("New here? Six short lessons →", size="sm", variant="primary", elem_id="start-lessons",
+                                scale=0, min_width=230)
             copy = gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210)
             runs = gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,
                                container=False)
             link = gr.Textbox(show_label=False, placeholder="the link of the tab on screen, with its settings",
                               lines=1, max_lines=1, container=False, elem_id="link", scale=3)
         link_status = gr.Markdown("", elem_id="link-status")
+        # the page's address, the tab on screen (both read in the browser) and the Run button a link presses
+        address, on_screen, press = (gr.Textbox(visible=False) for _ in range(3))
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
                 explore = build_explore(handlers, pair_spec, public)
@@ -77,8 +82,12 @@ def build_app(pair_spec=None, public=None, pairs=None):
                 boxed = build_sandbox(sandbox, explore)
             with gr.Tab("Strategies", id="strategies", elem_id="tab-strategies"):
                 strategized = build_strategies(strategies)
-        linked = [explore.linked, compared["linked"], traded, boxed, strategized]
-        address, on_screen, press = (gr.Textbox(visible=False) for _ in range(3))
+            linked = [explore.linked, compared["linked"], traded, boxed, strategized]
+            with gr.Tab("Learn", id="learn", elem_id="tab-learn"):
+                linked.append(build_learn(LearnHandlers(pairs, pair_spec, compare, tradeoff), list(linked), tabs,
+                                          link_status, press))
+
+        lessons.click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
 
         def restore(request: gr.Request):
             """A link's view: its tab and controls, and the Run button to press when it says run=1."""

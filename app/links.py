@@ -153,5 +153,15 @@ CURRENT_VIEW_JS = """(base, tab, ...rest) => {
   return [window.location.origin + window.location.pathname, ids[selected?.innerText.trim()] || 'explore', ...rest];
 }"""
 COPY_JS = "(link) => { navigator.clipboard?.writeText(link).catch(() => {}); return link; }"
-# run=1: press the restored tab's Run button once its controls hold the link's values.
-PRESS_JS = "(button) => { if (button) document.querySelector('#' + button)?.click(); return button; }"
+# run=1: press the restored tab's Run button once its controls hold the link's values (a tab not shown before is
+# drawn when selected: wait for its button, up to 5 s).
+PRESS_JS = """(button) => {
+  let tries = 0;
+  const press = () => {
+    const found = button && document.querySelector('#' + button);
+    if (found) found.click();
+    else if (button && tries++ < 50) setTimeout(press, 100);
+  };
+  press();
+  return button;
+}"""

@@ -17,6 +17,12 @@ def expected_speedup(acceptance, gamma, cost_ratio, draft_calls_per_block=None):
     return expected_tokens_per_call(acceptance, gamma) / (calls * cost_ratio + 1)
 
 
+def break_even_cost_ratio(acceptance, gamma, draft_calls_per_block=None):
+    """The draft/target cost ratio c below which ``expected_speedup`` exceeds 1 (0: no c pays off)."""
+    calls = gamma if draft_calls_per_block is None else draft_calls_per_block
+    return max(0.0, (expected_tokens_per_call(acceptance, gamma) - 1) / calls)
+
+
 def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seconds):
     """The same estimate with the block's measured prices: g + 1 draft calls and one (g+1)-token
     verification, against one target call per token."""

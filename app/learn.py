@@ -1,0 +1,273 @@
+"""The Learn tab: six short lessons on the deferral rules. Each asks one question before anything runs, runs a
+prepared setting here (rows side by side, the Sandbox, a frontier, or timed runs), says what to look for with
+that run's own numbers, and opens the tab it talks about in that state."""
+import functools
+from dataclasses import dataclass
+
+import gradio as gr
+
+from cascade_core import stream
+from cascade_core.costs import break_even_cost_ratio, expected_speedup
+from cascade_core.explain import dissect
+
+from .callbacks import warns_in_page
+from .compare import CompareHandlers, compare_steps, label, progress_line, row_stats, tokens_asked
+from .controls import Settings
+from .gpu import gpu
+from .links import PRESS_JS, Linked, restore_outputs, restored
+from .options import GENERATING, INSTANT, example_prompts
+from .sandbox import START, SandboxHandlers
+from .tradeoff import TradeoffHandlers
+from .viz.compare import compare_html
+from .viz.format import number
+from .worker import ENGINE
+
+TAB_NAMES = {"explore": "Explore", "compare": "Compare", "tradeoff": "Trade-off", "sandbox": "Sandbox",
+             "strategies": "Strategies"}
+WAITING = "*Answer the question first, then run it: what to look for appears here, with this run's numbers.*"
+LOOK_FOR = "**What to look for in this run**\n\n"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    title: str
+    short: str  # the walkthrough's step label
+    idea: str  # what the lesson teaches (Markdown)
+    predict: str  # the question to answer before moving a control
+    kind: str  # "rows" (side by side), "timed" (one after another), "sandbox", "frontier"
+    rows: tuple = ()  # (rule, alpha) for "rows" and "timed", the rules for "frontier"
+    temperature: float = 0.7
+    max_new_tokens: int = 48
+    opens: tuple = ()  # the link of the tab the lesson talks about, as (name, value) pairs
+
+    @property
+    def tokens(self):
+        """The tokens a run of this lesson may generate (a frontier: its rules x 3 alphas, and a pilot)."""
+        return (len(self.rows) * 3 + 1 if self.kind == "frontier" else len(self.rows)) * self.max_new_tokens
+
+
+LESSONS = (
+    Lesson("Speculative decoding", "Speculative decoding",
+           "The draft proposes a block of tokens; the target scores the whole block in one pass and keeps or "
+           "replaces each token (rule `lossless`: pi = p). Kept tokens cost no target call of their own.",
+           "At temperature 0, will the lossless row write a different text from the target alone? How many target "
+           "calls will it need for the same tokens?",
+           "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0,
+           opens=(("tab", "explore"), ("rule", "lossless"), ("temperature", 0), ("max_new_tokens", 48))),
+    Lesson("A cascade by confidence: chow", "Chow",
+           "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
+           "top probability max q is below 1 - alpha; where it does not defer, the draft's token stands unchecked.",
+           "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
+           "likely the target finds the text?",
+           "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)),
+           opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6), ("max_new_tokens", 48))),
+    Lesson("Asking the target: diff and opt", "diff and opt",
+           "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
+           "defers when max q < max p - alpha; `opt` when max q < max p - alpha * TV(p, q), the paper's optimal "
+           "rule: it defers where the two models disagree (large TV).",
+           "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
+           "rows", (("diff", 0.1), ("opt", 0.2)),
+           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2), ("max_new_tokens", 48))),
+    Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
+           "Token rules decide per token v: they keep an accepted set A of tokens the draft may emit unchecked and "
+           "move the rest of q's mass onto p. v1 tests q(v) < max p - alpha, v2 tests p(v) < max p - alpha, v3 tests "
+           "p(v) < (1 - alpha) max p. Eight tokens, their q and p set in the Sandbox:",
+           "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
+           "sandbox", (("v1", 0.5), ("v2", 0.5), ("v3", 0.5)),
+           opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5))),
+    Lesson("The trade-off", "Trade-off",
+           "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
+           "the text (lower: text the target finds likelier). Better means lower NLL at the same target calls.",
+           "Which rule's points lie lowest at the same cost, and where does lossless (the target's own quality) sit?",
+           "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24,
+           opens=(("tab", "tradeoff"), ("max_new_tokens", 24))),
+    Lesson("When it pays: c, gamma and the measured speed-up", "When it pays",
+           "A block of gamma drafted tokens costs gamma + 1 draft calls and one target pass. It pays when the "
+           "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
+           "measured here on this machine.",
+           "On this machine, will the cascade finish 48 tokens before the target alone?",
+           "timed", (("target", 0.0), ("v3", 0.5)),
+           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5), ("max_new_tokens", 48))),
+)
+
+
+def introduction(k, lesson):
+    return f"### {k}. {lesson.title}\n{lesson.idea}\n\n**Before you run:** {lesson.predict}"
+
+
+def percent(value):
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+def look_for_speculative(pair, traces):
+    target, lossless = traces
+    s, k = lossless.stats, first_difference(target.tokens, lossless.tokens)
+    same = "the same text" if k is None and len(target.tokens) == len(lossless.tokens) else \
+        f"a different text from token {k}"
+    return (f"- Lossless wrote {same} as the target alone ({s['tokens']} tokens): at temperature 0 speculative "
+            "decoding is the target's greedy text.\n"
+            f"- The target checked and kept {s['deferred']} of the draft's tokens and replaced {s['replaced']}.\n"
+            f"- Target calls: {target.stats['target_calls']} alone, {s['target_calls']} with the draft "
+            f"({number(s['tokens_per_target_call'], 2)} tokens per call).")
+
+
+def look_for_chow(pair, traces):
+    stats = [ENGINE.call(row_stats, pair, t, 0.25) for t in traces]
+    lines = [f"| {r['label']} | {percent(r['deferral_rate'])} | {r['target_calls']} | {number(r['target_nll'], 2)} |"
+             for r in stats]
+    lo, hi = stats[0], stats[-1]
+    trend = "fell" if hi["deferral_rate"] < lo["deferral_rate"] else "did not fall"
+    return ("| row | deferred | target calls | target NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
+            f"\n\nFrom {lo['label']} to {hi['label']} the deferral rate {trend} "
+            f"({percent(lo['deferral_rate'])} to {percent(hi['deferral_rate'])}) and target calls went from "
+            f"{lo['target_calls']} to {hi['target_calls']}; the target's NLL of the text went from "
+            f"{number(lo['target_nll'], 2)} to {number(hi['target_nll'], 2)}: larger alpha trusts the draft more.")
+
+
+def look_for_tv(pair, traces):
+    lines = []
+    for trace in traces:
+        rule, alpha = trace.settings["rule"], trace.settings["alpha"]
+        deferred = [p["tv"] for p in trace.positions if p["a_star"][rule] > alpha]
+        kept = [p["tv"] for p in trace.positions if p["a_star"][rule] <= alpha]
+        mean = lambda values: number(sum(values) / len(values), 3) if values else "–"  # noqa: E731
+        lines.append(f"| {label(rule, alpha)} | {len(deferred)} of {len(trace.positions)} | {mean(deferred)} | "
+                     f"{mean(kept)} |")
+    return ("| row | positions deferred | mean TV where it deferred | mean TV where the draft stood |\n"
+            "|---|---|---|---|\n" + "\n".join(lines) +
+            "\n\nCompare the two TV columns: a rule that defers where TV is large spends the target where the "
+            "models disagree.")
+
+
+def look_for_sandbox(rules):
+    labels, q, p = START
+    favourite = labels[max(range(len(q)), key=q.__getitem__)]
+    lines = []
+    for rule, alpha in rules:
+        numbers = dissect(rule, q, p, alpha)
+        accepted = [t for t, defers in zip(labels, numbers["defers"]) if not defers]
+        lines.append(f"| {rule} alpha {alpha:g} | {', '.join(accepted) or 'none'} | "
+                     f"{'yes' if favourite in accepted else 'no'} | {number(numbers['rejection_prob'], 3)} |")
+    return (f"The draft's favourite is '{favourite}' (q {number(q[labels.index(favourite)], 2)}, p "
+            f"{number(p[labels.index(favourite)], 2)}).\n\n| rule | accepted set A | '{favourite}' in A | "
+            "P(the draft's token is rejected) |\n|---|---|---|---|\n" + "\n".join(lines))
+
+
+def look_for_frontier(rows):
+    by_rule = {}
+    for row in rows:
+        by_rule.setdefault(row["rule"], []).append((row["target_calls"] / row["tokens"], row["target_nll"]))
+    lossless = by_rule.get("lossless", [(None, None)])[0]
+    lines = [f"| {rule} | {len(points)} | {number(min(c for c, _ in points), 2)}–{number(max(c for c, _ in points), 2)} "
+             f"| {number(min(n for _, n in points), 2)} |" for rule, points in by_rule.items()]
+    return ("| rule | points | target calls per token | best target NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
+            f"\n\nLossless sits at {number(lossless[0], 2)} calls per token with NLL {number(lossless[1], 2)}: "
+            "a cascade point below and left of it is cheaper and the target likes its text better.")
+
+
+def look_for_timed(pair, traces):
+    target, cascade = (t.stats for t in traces)
+    gamma = traces[1].settings["gamma"]
+    measured = cascade["tokens_per_second"] / target["tokens_per_second"]
+    a, c = cascade["acceptance_rate"], cascade["cost_ratio"]
+    projected = expected_speedup(a, gamma, c, gamma + 1)
+    verdict = "faster than" if measured > 1 else "slower than"
+    return (f"- Target alone: {number(target['tokens_per_second'], 1)} tokens/s; v3: "
+            f"{number(cascade['tokens_per_second'], 1)} tokens/s: the cascade ran {number(measured, 2)}x, "
+            f"{verdict} the target on this machine.\n"
+            f"- Measured here: acceptance {number(a, 2)}, c = {number(c, 2)} (one draft call over one target call); "
+            f"the cost model projects {number(projected, 2)}x at gamma {gamma}.\n"
+            f"- With this acceptance a speed-up needs c below {number(break_even_cost_ratio(a, gamma, gamma + 1), 2)}: "
+            "a draft much cheaper than its target (a large target on a GPU) gets there; a higher acceptance lifts "
+            "the bar.")
+
+
+class LearnHandlers:
+    def __init__(self, pairs, default_pair_spec, compare: CompareHandlers, tradeoff: TradeoffHandlers):
+        self.pairs, self.default_pair_spec = pairs, default_pair_spec
+        self.compare, self.tradeoff = compare, tradeoff
+
+    def settings(self, lesson, rule="lossless", alpha=0.0):
+        return Settings.from_inputs(example_prompts()[0], self.default_pair_spec, True, rule, alpha, 4,
+                                    lesson.temperature, lesson.max_new_tokens, 0)
+
+    @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
+    @gpu(lambda a: LESSONS[a["index"]].tokens)
+    def run(self, index):
+        """Lesson ``index``'s prepared run. Outputs: rows HTML, figure, what to look for (progress while it runs)."""
+        lesson = LESSONS[index]
+        if lesson.kind == "sandbox":
+            figure = SandboxHandlers.update(*lesson.rows[-1], *START[0], *START[1], *START[2])[0]
+            yield "", figure, LOOK_FOR + look_for_sandbox(lesson.rows)
+            return
+        if lesson.kind == "frontier":
+            s = self.settings(lesson)
+            steps = ENGINE.iterate(self.tradeoff.frontier_steps(s, list(lesson.rows), "auto:3"), lesson.tokens)
+            while True:
+                try:
+                    progress = next(steps)
+                except StopIteration as end:
+                    rows = end.value
+                    break
+                yield gr.skip(), gr.skip(), f"Running: {progress.tokens} tokens so far…"
+            yield "", self.tradeoff.redraw(rows, "calls", 0.25), LOOK_FOR + look_for_frontier(rows)
+            return
+        settings = [self.settings(lesson, rule, alpha) for rule, alpha in lesson.rows]
+        pair = self.pairs.get(settings[0].pair_spec)
+        if lesson.kind == "rows":
+            traces = []
+            for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
+                yield rows_html(traces), gr.skip(), f"Running: {progress_line(traces)}"
+        else:  # timed: one after another, so that each run's clock is its own
+            traces = []
+            for s in settings:
+                for trace in ENGINE.iterate(stream(pair, s.prompt, **s.engine_kwargs()), s.max_new_tokens):
+                    yield rows_html(traces + [trace]), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
+                traces.append(trace)
+        look = {0: look_for_speculative, 1: look_for_chow, 2: look_for_tv}.get(index, look_for_timed)
+        yield rows_html(traces), gr.skip(), LOOK_FOR + look(pair, traces)
+
+
+def rows_html(traces):
+    return compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources) for t in traces])
+
+
+def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press):
+    """The lessons in a walkthrough; ``linked``: the other tabs' Linked, which "Open it in ..." restores."""
+    step_box = gr.Number(1, precision=0, visible=False)
+    with gr.Walkthrough(selected=1, elem_id="lessons") as walkthrough:
+        for k, lesson in enumerate(LESSONS, 1):
+            with gr.Step(f"{k}. {lesson.short}", id=k, elem_id=f"lesson-{k}") as step:
+                gr.Markdown(introduction(k, lesson))
+                with gr.Row():
+                    run = gr.Button("Show it" if lesson.kind == "sandbox" else "Run it here", variant="primary",
+                                    elem_id=f"lesson-{k}-run", scale=0, min_width=160)
+                    opened = gr.Button(f"Open it in {TAB_NAMES[dict(lesson.opens)['tab']]}",
+                                       elem_id=f"lesson-{k}-open", scale=0, min_width=200)
+                rows = gr.HTML("", elem_id=f"lesson-{k}-rows")
+                plot = gr.Plot(elem_id=f"lesson-{k}-plot", visible=lesson.kind in ("sandbox", "frontier"),
+                               show_label=False)
+                look = gr.Markdown(WAITING, elem_id=f"lesson-{k}-look")
+                with gr.Row():
+                    if k > 1:
+                        back = gr.Button(f"← {k - 1}. {LESSONS[k - 2].title}", size="sm", elem_id=f"lesson-{k}-back")
+                        back.click(lambda k=k: (gr.Walkthrough(selected=k - 1), k - 1), None,
+                                   [walkthrough, step_box], **INSTANT)
+                    if k < len(LESSONS):
+                        ahead = gr.Button(f"{k + 1}. {LESSONS[k].title} →", size="sm", elem_id=f"lesson-{k}-next")
+                        ahead.click(lambda k=k: (gr.Walkthrough(selected=k + 1), k + 1), None,
+                                    [walkthrough, step_box], **INSTANT)
+            step.select(lambda k=k: k, None, step_box, **INSTANT)
+            run.click(functools.partial(handlers.run, k - 1), None, [rows, plot, look], **GENERATING)
+            params = dict(lesson.opens, run="1" if dict(lesson.opens)["tab"] != "sandbox" else "0")
+            params = {name: str(value) for name, value in params.items()}
+            opened.click(lambda params=params: restored(params, linked), None,
+                         restore_outputs(linked, tabs, link_status, press), **INSTANT).then(
+                None, press, press, js=PRESS_JS)
+    return Linked("learn", dict(step=step_box), steps=len(LESSONS), redrawn=(walkthrough,),
+                  redraw=lambda values: (gr.Walkthrough(selected=values.get("step", 1)),))
+
