@@ -1,5 +1,5 @@
-"""The page: a title and five tabs (Explore, Compare, Trade-off, Sandbox, Strategies), each with its API; and
-launching it."""
+"""The page: a title, a share row (links that restore a view) and six tabs (Explore, Compare, Trade-off, Sandbox,
+Strategies, each with its API, and Learn); and launching it."""
 import functools
 import os
 
@@ -59,7 +59,8 @@ def build_app(pair_spec=None, public=None, pairs=None):
         gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* model "
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
-                    "decision apart in the **Sandbox**, and put four **Strategies** on one clock.")
+                    "decision apart in the **Sandbox**, put four **Strategies** on one clock, or **Learn** the rules in six "
+                    "short lessons.")
         with gr.Row(elem_id="link-row"):
             lessons = gr.Button("New here? Six short lessons →", size="sm", variant="primary", elem_id="start-lessons",
                                 scale=0, min_width=230)

@@ -1,0 +1,47 @@
+"""Links and lessons in Debian's chromium on the tiny pair: a link restores a run and copies back to itself, a bad
+link says why and opens the rest, a lesson step runs and says what to look for. Screenshots go to docs/screenshots/."""
+from urllib.parse import parse_qsl, urlsplit
+
+from test_browser import SCREENSHOTS, open_page
+
+LINK = ("?tab=explore&prompt=Hello+there&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
+        "&run=1")
+
+
+def test_a_link_restores_the_view_runs_it_and_copies_back_to_itself(tiny_app_url):
+    with open_page(tiny_app_url + LINK) as page:
+        page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done: 12 tokens')",
+                               timeout=60000)
+        assert page.input_value("#prompt textarea") == "Hello there"
+        assert [page.input_value(f"#{name} input[type=number]") for name in ("alpha", "gamma", "temperature",
+                                                                             "max-new-tokens")] == ["0.8", "3", "0.3", "12"]
+        assert page.input_value("#seed input") == "7" and "Chow" in page.inner_text("#rule-info")
+        page.click("#copy-link")
+        page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('tab=')")
+        copied = page.input_value("#link textarea, #link input")
+        assert dict(parse_qsl(urlsplit(copied).query)) == dict(parse_qsl(LINK[1:]))
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / "tiny-link.png")
+
+
+def test_a_bad_link_says_why_and_opens_the_rest(tiny_app_url):
+    with open_page(tiny_app_url + "?tab=sandbox&rule=v1&alpha=9") as page:
+        page.wait_for_function("() => document.querySelector('#link-status')?.innerText.includes('alpha=9')")
+        assert "outside rule 'v1''s range" in page.inner_text("#link-status")
+        assert page.locator("#tab-sandbox").is_visible()
+        page.wait_for_function("() => document.querySelector('#sandbox-text')?.innerText.startsWith('v1')")
+
+
+def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
+    with open_page(tiny_app_url, height=1200) as page:
+        page.click("#start-lessons")
+        page.click("#lesson-1-run")
+        page.wait_for_function("() => document.querySelector('#lesson-1-look')?.innerText.startsWith('What to look')",
+                               timeout=60000)
+        assert "wrote the same text as the target alone" in page.inner_text("#lesson-1-look")
+        assert page.locator("#lesson-1-rows .compare-row").count() == 2
+        page.screenshot(path=SCREENSHOTS / "tiny-learn.png", full_page=True)
+        page.click("#lesson-1-next")
+        page.wait_for_selector("#lesson-2-run")
+        page.click("#copy-link")
+        page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('step=2')")

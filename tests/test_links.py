@@ -1,0 +1,122 @@
+"""Links that restore a view (app.links) and the lessons (app.learn), without a browser."""
+from urllib.parse import parse_qsl, urlsplit
+
+import gradio as gr
+import pytest
+
+from app.compare import CompareHandlers
+from app.learn import LESSONS, LOOK_FOR, LearnHandlers
+from app.links import Linked, link_to, read_link, restore_outputs, restored
+from app.pairs import PairCache
+from app.tradeoff import TradeoffHandlers
+from cascade_core import RULES, generate
+
+
+@pytest.fixture(scope="module")
+def linked():
+    with gr.Blocks():
+        explore = Linked("explore", dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), rule=gr.Dropdown(list(RULES), value="v3"),
+                                         alpha=gr.Slider(0, 1, value=0.5), gamma=gr.Slider(1, 16, value=4),
+                                         temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0),
+                                         max_new_tokens=gr.Slider(1, 1024, value=64)),
+                         "run", tuple(RULES), gr.Markdown())
+        sandbox = Linked("sandbox", dict(rule=gr.Dropdown(list(RULES), value="v3"), alpha=gr.Slider(0, 1, value=0.5)),
+                         rules=tuple(RULES), redrawn=(gr.Plot(),), redraw=lambda values: ("drawn",))
+        learn = Linked("learn", dict(step=gr.Number(1)), steps=len(LESSONS))
+    return [explore, sandbox, learn]
+
+
+def by_tab(linked):
+    return {one.tab: one for one in linked}
+
+
+def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
+    params = dict(tab="explore", prompt="Hi there", rule="opt", alpha="1.5", gamma="3", temperature="0",
+                  seed="12345678901234567", max_new_tokens="12", run="1")
+    tab, values, run, errors = read_link(params, by_tab(linked))
+    assert tab.tab == "explore" and run and errors == []
+    assert values == dict(prompt="Hi there", rule="opt", alpha=1.5, gamma=3, temperature=0.0,
+                          seed=12345678901234567, max_new_tokens=12)
+
+
+@pytest.mark.parametrize("params, message, kept", [
+    (dict(alpha="1.5"), "alpha=1.5 is outside rule 'v3''s range [0, 1]", {}),  # checked against the tab's rule
+    (dict(rule="chow", alpha="-0.1"), "alpha=-0.1 is outside rule 'chow''s range [0, 1]", dict(rule="chow")),
+    (dict(rule="opt", alpha="5"), "alpha=5 is outside the slider's range [-2, 2] for rule 'opt'", dict(rule="opt")),
+    (dict(rule="nope"), "rule must be one of chow, diff, opt, v1, v2, v3, lossless, lossy, bild, target, draft on this "
+                        "tab, got 'nope'", {}),
+    (dict(gamma="0"), "gamma must be a whole number from 1 to 16, got 0", {}),
+    (dict(gamma="two"), "gamma must be a number, got 'two'", {}),
+    (dict(temperature="3"), "temperature must be 0 (greedy) or a number up to 2, got '3'", {}),
+    (dict(max_new_tokens="5000"), "max_new_tokens must be a whole number from 1 to 1024, got 5000", {}),
+    (dict(prompt="   "), "the prompt is empty; type something for the models to continue", {}),
+    (dict(tab="nowhere"), "tab must be one of explore, compare, tradeoff, sandbox, strategies, learn, got 'nowhere'",
+     {}),
+    (dict(run="yes"), "run must be 1 (run the view) or 0, got 'yes'", {}),
+    (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, rule, alpha, gamma, "
+                        "temperature, seed, max_new_tokens, step", {}),
+])
+def test_a_bad_value_is_one_sentence_and_the_rest_of_the_link_applies(linked, params, message, kept):
+    _, values, _, errors = read_link(dict(params, seed="9"), by_tab(linked))
+    assert errors == [message] and values == dict(kept, seed=9)
+
+
+def test_a_lesson_step_out_of_range_is_named(linked):
+    _, values, _, errors = read_link(dict(tab="learn", step="7"), by_tab(linked))
+    assert errors == ["step must be a whole number from 1 to 6, got 7"] and values == {}
+
+
+def test_restored_outputs_match_their_components_and_the_slider_follows_the_rule(linked):
+    outputs = restore_outputs(linked, gr.Tabs(), gr.Markdown(), gr.Textbox())
+    values = restored(dict(tab="explore", rule="opt", alpha="-1.5", run="1"), linked)
+    assert len(values) == len(outputs)
+    alpha = values[2 + list(linked[0].fields).index("alpha")]
+    assert (alpha["minimum"], alpha["maximum"], alpha["value"]) == (-2.0, 2.0, -1.5)
+    assert values[-1] == "run" and values[0].selected == "explore"
+    sandbox = restored(dict(tab="sandbox", rule="v1"), linked)
+    assert "drawn" in sandbox and sandbox[-1] == ""  # redrawn; the sandbox has no Run to press
+    plain = restored({}, linked)
+    assert plain[1] == "" and all(isinstance(v, type(gr.skip())) for v in plain[:1] + plain[2:-1])
+
+
+def test_a_copied_link_opens_the_same_view(linked):
+    values = ["Hello & goodbye?", "chow", 0.25, 3, 0.5, 7, 20, "v1", 0.1, 4]
+    url = link_to("http://host/", "explore", True, linked, *values)
+    params = dict(parse_qsl(urlsplit(url).query))
+    tab, read, run, errors = read_link(params, by_tab(linked))
+    assert tab.tab == "explore" and run and not errors
+    assert read == dict(zip(linked[0].fields, values[:7]))
+    assert dict(parse_qsl(urlsplit(link_to("http://host/", "learn", True, linked, *values)).query)) == \
+        dict(tab="learn", step="4")
+
+
+@pytest.fixture(scope="module")
+def lessons():
+    pairs = PairCache()
+    return LearnHandlers(pairs, "tiny", CompareHandlers(pairs, "tiny"), TradeoffHandlers(pairs, "tiny"))
+
+
+def last(steps):
+    value = None
+    for value in steps:
+        pass
+    return value
+
+
+def test_every_lesson_runs_and_says_what_to_look_for(lessons):
+    for index in range(len(LESSONS)):
+        rows, figure, look = last(lessons.run(index))
+        assert look.startswith(LOOK_FOR), (index, look)
+        drawn = not (isinstance(figure, dict) and figure.get("__type__") == "update")
+        assert drawn == (LESSONS[index].kind in ("sandbox", "frontier"))
+
+
+def test_the_first_lessons_numbers_are_its_runs(lessons):
+    _, _, look = last(lessons.run(0))
+    pair = PairCache().get("tiny")
+    runs = [generate(pair, "Who is Buzz Aldrin?", rule=rule, temperature=0, seed=0, max_new_tokens=48)
+            for rule in ("target", "lossless")]
+    assert runs[0].tokens == runs[1].tokens and "wrote the same text" in look
+    s = runs[1].stats
+    assert f"kept {s['deferred']} of the draft's tokens and replaced {s['replaced']}" in look
+    assert f"Target calls: {runs[0].stats['target_calls']} alone, {s['target_calls']} with the draft" in look
