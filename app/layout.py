@@ -2,6 +2,7 @@
 Strategies, each with its API, and Learn); and launching it."""
 import functools
 import os
+from urllib.parse import parse_qsl
 
 import gradio as gr
 
@@ -70,8 +71,10 @@ def build_app(pair_spec=None, public=None, pairs=None):
             link = gr.Textbox(show_label=False, placeholder="the link of the tab on screen, with its settings",
                               lines=1, max_lines=1, container=False, elem_id="link", scale=3)
         link_status = gr.Markdown("", elem_id="link-status")
-        # the page's address, the tab on screen (both read in the browser) and the Run button a link presses
-        address, on_screen, press = (gr.Textbox(visible=False) for _ in range(3))
+        # the page's address, the tab on screen (both read in the browser), the Run button a link presses and the
+        # page's query
+        address, on_screen, press, query = (gr.Textbox(visible=False) for _ in range(4))
+        restore_button = gr.Button("restore the link's view", elem_id="restore-link", elem_classes=["offscreen"])
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
                 explore = build_explore(handlers, pair_spec, public)
@@ -90,12 +93,15 @@ def build_app(pair_spec=None, public=None, pairs=None):
 
         lessons.click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
 
-        def restore(request: gr.Request):
+        def restore(query):
             """A link's view: its tab and controls, and the Run button to press when it says run=1."""
-            return restored(dict(request.query_params), linked)
+            return restored(dict(parse_qsl(query.lstrip("?"), keep_blank_values=True)), linked)
 
-        demo.load(restore, None, restore_outputs(linked, tabs, link_status, press), **INSTANT).then(
-            None, press, press, js=PRESS_JS)
+        # Only a page opened with a query asks the server (the load event presses the hidden restore button, whose
+        # event reads the query in the browser): a plain page load makes no call.
+        demo.load(None, js="() => { if (window.location.search) document.querySelector('#restore-link')?.click(); }")
+        restore_button.click(restore, query, restore_outputs(linked, tabs, link_status, press), show_progress="hidden",
+                             js="() => window.location.search", **INSTANT).then(None, press, press, js=PRESS_JS)
         copy.click(lambda base, tab, run, *values: link_to(base, tab, run, linked, *values),
                    [address, on_screen, runs, *link_inputs(linked)], link, js=CURRENT_VIEW_JS, **INSTANT).then(
             None, link, link, js=COPY_JS)
