@@ -26,6 +26,7 @@ TAB_NAMES = {"explore": "Explore", "compare": "Compare", "tradeoff": "Trade-off"
              "strategies": "Strategies"}
 WAITING = "*Answer the question first, then run it: what to look for appears here, with this run's numbers.*"
 LOOK_FOR = "**What to look for in this run**\n\n"
+NEAR_LOSSLESS = 1.1  # "as good as lossless": a target NLL at most 10% above it
 
 
 @dataclass(frozen=True)
@@ -158,15 +159,22 @@ def look_for_sandbox(rules):
 
 
 def look_for_frontier(rows):
+    """Each rule's cheapest point whose text the target rates within 10% of lossless's (the target's own)."""
     by_rule = {}
     for row in rows:
         by_rule.setdefault(row["rule"], []).append((row["target_calls"] / row["tokens"], row["target_nll"]))
-    lossless = by_rule.get("lossless", [(None, None)])[0]
-    lines = [f"| {rule} | {len(points)} | {number(min(c for c, _ in points), 2)}–{number(max(c for c, _ in points), 2)} "
-             f"| {number(min(n for _, n in points), 2)} |" for rule, points in by_rule.items()]
-    return ("| rule | points | target calls per token | best target NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
-            f"\n\nLossless sits at {number(lossless[0], 2)} calls per token with NLL {number(lossless[1], 2)}: "
-            "a cascade point below and left of it is cheaper and the target likes its text better.")
+    cost, quality = by_rule.pop("lossless")[0]
+    lines = []
+    for rule, points in by_rule.items():
+        near = [c for c, nll in points if nll <= NEAR_LOSSLESS * quality]
+        cheapest = f"{number(min(near), 2)} ({percent(min(near) / cost)} of lossless's)" if near else "none"
+        lines.append(f"| {rule} | {len(points)} | {number(min(c for c, _ in points), 2)}–"
+                     f"{number(max(c for c, _ in points), 2)} | {cheapest} |")
+    return (f"Lossless: {number(cost, 2)} target calls per token, target NLL {number(quality, 2)}.\n\n"
+            f"| rule | points | target calls per token | fewest calls per token within {percent(NEAR_LOSSLESS - 1)} "
+            "of lossless's NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
+            "\n\nAt equal target calls the lower point is the better rule; the last column is where each rule "
+            "stops paying in quality.")
 
 
 def look_for_timed(pair, traces):
@@ -247,7 +255,7 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press):
                     run = gr.Button("Show it" if lesson.kind == "sandbox" else "Run it here", variant="primary",
                                     elem_id=f"lesson-{k}-run", scale=0, min_width=160)
                     opened = gr.Button(f"Open it in {TAB_NAMES[dict(lesson.opens)['tab']]}",
-                                       elem_id=f"lesson-{k}-open", scale=0, min_width=200)
+                                       elem_id=f"lesson-{k}-open", scale=0, min_width=260)
                 rows = gr.HTML("", elem_id=f"lesson-{k}-rows")
                 plot = gr.Plot(elem_id=f"lesson-{k}-plot", visible=lesson.kind in ("sandbox", "frontier"),
                                show_label=False)
