@@ -1,6 +1,6 @@
 """The README's screenshots of the explorer on the bundled pair: a run with a hover card, alpha moved (greyed
 tokens that will change), the inspector, the "How to read this" panel, and each teaching tab (Compare, Trade-off,
-the Sandbox loaded from the run's inspected token, Strategies).
+the Sandbox loaded from the run's inspected token, Strategies, a lesson of Learn).
 
     HF_HUB_OFFLINE=1 python bench/screenshots.py [--out docs/screenshots]
     python bench/screenshots.py --sweep-report runs/bundled-default/report.html   # a sweep's figures
@@ -43,6 +43,18 @@ def shoot_tabs(page, out, position):
     page.wait_for_timeout(1000)
     page.screenshot(path=out / "bundled-sandbox.png", full_page=True)
     run_tab(page, out, "Strategies", "strategies")
+    shoot_lesson(page, out, 2)
+
+
+def shoot_lesson(page, out, k):
+    """Lesson k of the Learn tab, run in place, with what to look for."""
+    page.click("#start-lessons")
+    for step in range(1, k):
+        page.click(f"#lesson-{step}-next")
+    page.click(f"#lesson-{k}-run")
+    page.wait_for_function(f"() => document.querySelector('#lesson-{k}-look')?.innerText.startsWith('What to look')",
+                           timeout=600000)
+    page.screenshot(path=out / "bundled-learn.png", full_page=True)
 
 
 def shoot_report(report, out):
