@@ -60,11 +60,11 @@ def build_app(pair_spec=None, public=None, pairs=None):
         gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* model "
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
-                    "decision apart in the **Sandbox**, put four **Strategies** on one clock, or **Learn** the rules in six "
-                    "short lessons.")
+                    "decision apart in the **Sandbox**, put four **Strategies** on one clock, or **Learn** the rules "
+                    "in six short lessons.")
         with gr.Row(elem_id="link-row"):
-            lessons = gr.Button("New here? Six short lessons →", size="sm", variant="primary", elem_id="start-lessons",
-                                scale=0, min_width=230)
+            lessons = gr.Button("New here? Six short lessons →", size="sm", variant="primary",
+                                elem_id="start-lessons", scale=0, min_width=230)
             copy = gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210)
             runs = gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,
                                container=False)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from cascade_core import stream
-from cascade_core.costs import break_even_cost_ratio, expected_speedup
+from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
 from cascade_core.explain import dissect
 
 from .callbacks import warns_in_page
@@ -177,21 +177,41 @@ def look_for_frontier(rows):
             "stops paying in quality.")
 
 
+def per_call(trace, role):
+    c = trace.counters
+    return c[f"{role}_seconds"] / c[f"{role}_calls"]
+
+
 def look_for_timed(pair, traces):
-    target, cascade = (t.stats for t in traces)
-    gamma = traces[1].settings["gamma"]
-    measured = cascade["tokens_per_second"] / target["tokens_per_second"]
-    a, c = cascade["acceptance_rate"], cascade["cost_ratio"]
-    projected = expected_speedup(a, gamma, c, gamma + 1)
+    """Measured speed-up, and the cost model priced with the calls these two runs timed: one target token (the
+    target alone), one draft call and one verification of up to gamma + 1 tokens (the cascade)."""
+    target, cascade = traces
+    gamma, a = cascade.settings["gamma"], cascade.stats["acceptance_rate"]
+    measured = cascade.stats["tokens_per_second"] / target.stats["tokens_per_second"]
+    one, draft, verify = per_call(target, "target"), per_call(cascade, "draft"), per_call(cascade, "target")
+    priced = priced_speedup(a, gamma, one, draft, verify)
     verdict = "faster than" if measured > 1 else "slower than"
-    return (f"- Target alone: {number(target['tokens_per_second'], 1)} tokens/s; v3: "
-            f"{number(cascade['tokens_per_second'], 1)} tokens/s: the cascade ran {number(measured, 2)}x, "
+    return (f"- Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s; v3: "
+            f"{number(cascade.stats['tokens_per_second'], 1)} tokens/s: the cascade ran {number(measured, 2)}x, "
             f"{verdict} the target on this machine.\n"
-            f"- Measured here: acceptance {number(a, 2)}, c = {number(c, 2)} (one draft call over one target call); "
-            f"the cost model projects {number(projected, 2)}x at gamma {gamma}.\n"
-            f"- With this acceptance a speed-up needs c below {number(break_even_cost_ratio(a, gamma, gamma + 1), 2)}: "
-            "a draft much cheaper than its target (a large target on a GPU) gets there; a higher acceptance lifts "
-            "the bar.")
+            f"- Prices timed in these runs: one target token {number(1000 * one, 1)} ms, one draft call "
+            f"{number(1000 * draft, 1)} ms (c = {number(draft / one, 2)}), one verification of up to {gamma + 1} "
+            f"tokens {number(1000 * verify, 1)} ms ({number(verify / one, 2)} target tokens' worth).\n"
+            f"- The cost model with these prices and acceptance {number(a, 2)} projects {number(priced, 2)}x; the "
+            f"paper's estimate, which prices a verification like one target token, would say "
+            f"{number(expected_speedup(a, gamma, draft / one, gamma + 1), 2)}x.\n"
+            f"- {pays(a, gamma, verify / one)} A draft much cheaper than its target, and a verification that costs "
+            "about one target token (a large target on a GPU), are what make a cascade pay.")
+
+
+def pays(a, gamma, verify_ratio):
+    """When a cascade pays at this acceptance and verification cost, in one sentence."""
+    c = break_even_cost_ratio(a, gamma, gamma + 1, verify_ratio)
+    if c > 0:
+        return f"At this acceptance and verification cost the cascade pays when c is below {number(c, 2)}."
+    tokens = number(expected_tokens_per_call(a, gamma), 2)
+    return (f"At this acceptance no draft is cheap enough: a block yields {tokens} tokens, and its verification alone "
+            f"costs {number(verify_ratio, 2)} target tokens.")
 
 
 class LearnHandlers:
