@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from cascade_core import stream
+from cascade_core import RULES, stream
 from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
 from cascade_core.explain import dissect
 
@@ -57,22 +57,24 @@ LESSONS = (
            opens=(("tab", "explore"), ("rule", "lossless"), ("temperature", 0), ("max_new_tokens", 48))),
     Lesson("A cascade by confidence: chow", "Chow",
            "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
-           "top probability max q is below 1 - alpha; where it does not defer, the draft's token stands unchecked.",
+           f"top probability is low, `{RULES['chow'].defers_when}`; where it does not defer, the draft's token "
+           "stands unchecked.",
            "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
            "likely the target finds the text?",
            "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)),
            opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6), ("max_new_tokens", 48))),
     Lesson("Asking the target: diff and opt", "diff and opt",
            "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
-           "defers when max q < max p - alpha; `opt` when max q < max p - alpha * TV(p, q), the paper's optimal "
-           "rule: it defers where the two models disagree (large TV).",
+           f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
+           "optimal rule: it weighs the target's extra confidence against how much the two models disagree.",
            "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
            "rows", (("diff", 0.1), ("opt", 0.2)),
            opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2), ("max_new_tokens", 48))),
     Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
            "Token rules decide per token v: they keep an accepted set A of tokens the draft may emit unchecked and "
-           "move the rest of q's mass onto p. v1 tests q(v) < max p - alpha, v2 tests p(v) < max p - alpha, v3 tests "
-           "p(v) < (1 - alpha) max p. Eight tokens, their q and p set in the Sandbox:",
+           f"move the rest of q's mass onto p. v1 defers v when `{RULES['v1'].defers_when}`, v2 when "
+           f"`{RULES['v2'].defers_when}`, v3 when `{RULES['v3'].defers_when}`. Eight tokens, their q and p set "
+           "in the Sandbox:",
            "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
            "sandbox", (("v1", 0.5), ("v2", 0.5), ("v3", 0.5)),
            opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5))),
