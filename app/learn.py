@@ -39,7 +39,14 @@ class Lesson:
     rows: tuple = ()  # (rule, alpha) for "rows" and "timed", the rules for "frontier"
     temperature: float = 0.7
     max_new_tokens: int = 48
-    opens: tuple = ()  # the link of the tab the lesson talks about, as (name, value) pairs
+    opens: tuple = ()  # the tab the lesson talks about, and its rule and alpha there, as (name, value) pairs
+
+    def link(self):
+        """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
+        the fields it has controls for), and run=1 where the tab has a Run."""
+        params = dict(prompt=example_prompts()[0], gamma=4, seed=0, temperature=self.temperature,
+                      max_new_tokens=self.max_new_tokens, **dict(self.opens))
+        return {name: str(value) for name, value in dict(params, run=int(params["tab"] != "sandbox")).items()}
 
     @property
     def tokens(self):
@@ -54,7 +61,7 @@ LESSONS = (
            "At temperature 0, will the lossless row write a different text from the target alone? How many target "
            "calls will it need for the same tokens?",
            "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0,
-           opens=(("tab", "explore"), ("rule", "lossless"), ("temperature", 0), ("max_new_tokens", 48))),
+           opens=(("tab", "explore"), ("rule", "lossless"))),
     Lesson("A cascade by confidence: chow", "Chow",
            "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
            f"top probability is low, `{RULES['chow'].defers_when}`; where it does not defer, the draft's token "
@@ -62,14 +69,14 @@ LESSONS = (
            "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
            "likely the target finds the text?",
            "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)),
-           opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6), ("max_new_tokens", 48))),
+           opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6))),
     Lesson("Asking the target: diff and opt", "diff and opt",
            "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
            f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
            "optimal rule: it weighs the target's extra confidence against how much the two models disagree.",
            "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
            "rows", (("diff", 0.1), ("opt", 0.2)),
-           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2), ("max_new_tokens", 48))),
+           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2))),
     Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
            "Token rules decide per token v: they keep an accepted set A of tokens the draft may emit unchecked and "
            f"move the rest of q's mass onto p. v1 defers v when `{RULES['v1'].defers_when}`, v2 when "
@@ -83,14 +90,14 @@ LESSONS = (
            "the text (lower: text the target finds likelier). Better means lower NLL at the same target calls.",
            "Which rule's points lie lowest at the same cost, and where does lossless (the target's own quality) sit?",
            "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24,
-           opens=(("tab", "tradeoff"), ("max_new_tokens", 24))),
+           opens=(("tab", "tradeoff"),)),
     Lesson("When it pays: c, gamma and the measured speed-up", "When it pays",
            "A block of gamma drafted tokens costs gamma + 1 draft calls and one target pass. It pays when the "
            "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
            "measured here on this machine.",
            "On this machine, will the cascade finish 48 tokens before the target alone?",
            "timed", (("target", 0.0), ("v3", 0.5)),
-           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5), ("max_new_tokens", 48))),
+           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5))),
 )
 
 
@@ -222,8 +229,10 @@ class LearnHandlers:
         self.compare, self.tradeoff = compare, tradeoff
 
     def settings(self, lesson, rule="lossless", alpha=0.0):
-        return Settings.from_inputs(example_prompts()[0], self.default_pair_spec, True, rule, alpha, 4,
-                                    lesson.temperature, lesson.max_new_tokens, 0)
+        """A run of the lesson, with the prompt, gamma and seed its link opens."""
+        link = lesson.link()
+        return Settings.from_inputs(link["prompt"], self.default_pair_spec, True, rule, alpha, int(link["gamma"]),
+                                    lesson.temperature, lesson.max_new_tokens, int(link["seed"]))
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: LESSONS[a["index"]].tokens)
@@ -293,9 +302,7 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press):
                                     [walkthrough, step_box], **INSTANT)
             step.select(lambda k=k: k, None, step_box, **INSTANT)
             run.click(functools.partial(handlers.run, k - 1), None, [rows, plot, look], **GENERATING)
-            params = dict(lesson.opens, run="1" if dict(lesson.opens)["tab"] != "sandbox" else "0")
-            params = {name: str(value) for name, value in params.items()}
-            opened.click(lambda params=params: restored(params, linked), None,
+            opened.click(lambda params=lesson.link(): restored(params, linked), None,
                          restore_outputs(linked, tabs, link_status, press), **INSTANT).then(
                 None, press, press, js=PRESS_JS)
     return Linked("learn", dict(step=step_box), steps=len(LESSONS), redrawn=(walkthrough,),

@@ -23,7 +23,13 @@ def linked():
         sandbox = Linked("sandbox", dict(rule=gr.Dropdown(list(RULES), value="v3"), alpha=gr.Slider(0, 1, value=0.5)),
                          rules=tuple(RULES), redrawn=(gr.Plot(),), redraw=lambda values: ("drawn",))
         learn = Linked("learn", dict(step=gr.Number(1)), steps=len(LESSONS))
-    return [explore, sandbox, learn]
+        runs = dict(gamma=gr.Slider(1, 16, value=4), temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0),
+                    max_new_tokens=gr.Slider(1, 1024, value=48))
+        tradeoff = Linked("tradeoff", dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), **runs), "tradeoff-run")
+        strategies = Linked("strategies", dict(prompt=gr.Textbox("x"), rule=gr.Dropdown(["chow", "v3"], value="v3"),
+                                               alpha=gr.Slider(0, 1, value=0.5), **runs), "strategies-run",
+                            ("chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild"))
+    return [explore, sandbox, learn, tradeoff, strategies]
 
 
 def by_tab(linked):
@@ -120,3 +126,13 @@ def test_the_first_lessons_numbers_are_its_runs(lessons):
     s = runs[1].stats
     assert f"kept {s['deferred']} of the draft's tokens and replaced {s['replaced']}" in look
     assert f"Target calls: {runs[0].stats['target_calls']} alone, {s['target_calls']} with the draft" in look
+
+
+def test_each_lessons_link_opens_its_tab_in_its_state(linked):
+    for lesson in LESSONS:
+        tab, values, run, errors = read_link(lesson.link(), by_tab(linked))
+        opens = dict(lesson.opens)
+        assert tab.tab == opens["tab"] and errors == [] and run == (tab.tab != "sandbox")
+        assert {k: v for k, v in values.items() if k in opens} == {k: v for k, v in opens.items() if k != "tab"}
+        if "max_new_tokens" in tab.fields:
+            assert values["max_new_tokens"] == lesson.max_new_tokens and values["temperature"] == lesson.temperature
