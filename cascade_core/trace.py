@@ -115,7 +115,8 @@ class Trace:
     positions: list = field(default_factory=list)
     counters: dict = field(default_factory=dict)
     finished: bool = False
-    stop_reason: str | None = None  # "eos", "max_new_tokens", or "error" (a batch's row whose model failed)
+    stop_reason: str | None = None  # "eos", "max_new_tokens", "stop" (the caller's predicate), or "error" (a batch's
+    # row whose model failed)
     error: str | None = None
     resumed_from: int = 0  # positions before this were reused from an earlier trace, not generated here
     detokenizer: Detokenizer = field(default=Detokenizer(None), repr=False, compare=False)

@@ -21,7 +21,7 @@ import torch
 from transformers.generation import (EosTokenCriteria, GenerateDecoderOnlyOutput, GenerationMixin,
                                      MaxLengthCriteria, StoppingCriteriaList, StopStringCriteria)
 
-from cascade_core.engine import one_run, stream_lanes
+from cascade_core.engine import finish, mapped, one_run, solo, stream_lanes
 from cascade_core.pair import make_pair
 
 # Settings that reshape p and q before sampling. The cascade samples from temperature-scaled p and q only, so
@@ -106,28 +106,33 @@ def cascade(model, input_ids, logits_processor, stopping_criteria, generation_co
     extra = StoppingCriteriaList([c for c in stopping_criteria if not isinstance(c, NATIVE_STOPS)])
     rows = [dict(prompt_ids=ids, stop=stop_rule(extra, input_ids[b]) if extra else None, **settings)
             for b, ids in enumerate(prompts)]
-    steps, streamed = stream_lanes(pair, [one_run(row) for row in rows], gamma=gamma), 0
-    while True:
-        try:
-            running = next(steps)
-        except StopIteration as end:
-            traces = end.value
-            break
-        if streamer is not None and running:
-            for token in running[0].tokens[streamed:]:
-                streamer.put(torch.tensor([token]))
-            streamed = len(running[0].tokens)
-    if streamer is not None:
+    steps = stream_lanes(pair, [one_run(row) for row in rows], gamma=gamma)
+    if streamer is None:
+        traces = finish(steps)
+    else:
+        traces = finish(mapped(steps, streaming(streamer)))
         streamer.end()
-    for trace in traces:
-        if trace.error:
-            raise ValueError(trace.error)
+    traces = [solo(trace) for trace in traces]
     longest = max(len(trace.tokens) for trace in traces)
     sequences = torch.full((batch, width + longest), pad, dtype=input_ids.dtype, device=input_ids.device)
     sequences[:, :width] = input_ids
     for b, trace in enumerate(traces):
         sequences[b, width: width + len(trace.tokens)] = torch.tensor(trace.tokens, dtype=input_ids.dtype)
     return GenerateDecoderOnlyOutput(sequences=sequences) if config.return_dict_in_generate else sequences
+
+
+def streaming(streamer):
+    """For the running traces after each block (one row: a streamer streams one): put each new token."""
+    sent = 0
+
+    def put(running):
+        nonlocal sent
+        for trace in running:  # the one row, while it runs
+            for token in trace.tokens[sent:]:
+                streamer.put(torch.tensor([token]))
+            sent = len(trace.tokens)
+
+    return put
 
 
 def stop_rule(criteria, row):
