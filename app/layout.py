@@ -88,7 +88,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
                 strategized = build_strategies(strategies)
             linked = [explore.linked, compared["linked"], traded, boxed, strategized]
             with gr.Tab("Learn", id="learn", elem_id="tab-learn"):
-                linked.append(build_learn(LearnHandlers(pairs, pair_spec, compare, tradeoff), list(linked), tabs,
+                linked.append(build_learn(LearnHandlers(pairs, pair_spec, tradeoff), list(linked), tabs,
                                           link_status, press))
 
         lessons.click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)

@@ -3,15 +3,16 @@ prepared setting here (rows side by side, the Sandbox, a frontier, or timed runs
 that run's own numbers, and opens the tab it talks about in that state."""
 import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import gradio as gr
 
-from cascade_core import RULES, stream
+from cascade_core import RULES, mapped, stream
 from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
 from cascade_core.explain import dissect
 
 from .callbacks import warns_in_page
-from .compare import CompareHandlers, compare_steps, label, progress_line, row_stats, tokens_asked
+from .compare import compare_steps, label, progress_line, row_stats, tokens_asked
 from .controls import Settings
 from .gpu import gpu
 from .links import PRESS_JS, Linked, restore_outputs, restored
@@ -40,6 +41,9 @@ class Lesson:
     temperature: float = 0.7
     max_new_tokens: int = 48
     opens: tuple = ()  # the tab the lesson talks about, and its rule and alpha there, as (name, value) pairs
+    # What to look for, from the run's results: (pair, traces) for "rows" and "timed", the rules' (rule, alpha) for
+    # "sandbox", the sweep's rows for "frontier"
+    look: Callable = None
 
     def link(self):
         """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
@@ -52,53 +56,6 @@ class Lesson:
     def tokens(self):
         """The tokens a run of this lesson may generate (a frontier: its rules x 3 alphas, and a pilot)."""
         return (len(self.rows) * 3 + 1 if self.kind == "frontier" else len(self.rows)) * self.max_new_tokens
-
-
-LESSONS = (
-    Lesson("Speculative decoding", "Speculative decoding",
-           "The draft proposes a block of tokens; the target scores the whole block in one pass and keeps or "
-           "replaces each token (rule `lossless`: pi = p). Kept tokens cost no target call of their own.",
-           "At temperature 0, will the lossless row write a different text from the target alone? How many target "
-           "calls will it need for the same tokens?",
-           "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0,
-           opens=(("tab", "explore"), ("rule", "lossless"))),
-    Lesson("A cascade by confidence: chow", "Chow",
-           "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
-           f"top probability is low, `{RULES['chow'].defers_when}`; where it does not defer, the draft's token "
-           "stands unchecked.",
-           "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
-           "likely the target finds the text?",
-           "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)),
-           opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6))),
-    Lesson("Asking the target: diff and opt", "diff and opt",
-           "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
-           f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
-           "optimal rule: it weighs the target's extra confidence against how much the two models disagree.",
-           "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
-           "rows", (("diff", 0.1), ("opt", 0.2)),
-           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2))),
-    Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
-           "Token rules decide per token v: they keep an accepted set A of tokens the draft may emit unchecked and "
-           f"move the rest of q's mass onto p. v1 defers v when `{RULES['v1'].defers_when}`, v2 when "
-           f"`{RULES['v2'].defers_when}`, v3 when `{RULES['v3'].defers_when}`. Eight tokens, their q and p set "
-           "in the Sandbox:",
-           "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
-           "sandbox", (("v1", 0.5), ("v2", 0.5), ("v3", 0.5)),
-           opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5))),
-    Lesson("The trade-off", "Trade-off",
-           "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
-           "the text (lower: text the target finds likelier). Better means lower NLL at the same target calls.",
-           "Which rule's points lie lowest at the same cost, and where does lossless (the target's own quality) sit?",
-           "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24,
-           opens=(("tab", "tradeoff"),)),
-    Lesson("When it pays: c, gamma and the measured speed-up", "When it pays",
-           "A block of gamma drafted tokens costs gamma + 1 draft calls and one target pass. It pays when the "
-           "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
-           "measured here on this machine.",
-           "On this machine, will the cascade finish 48 tokens before the target alone?",
-           "timed", (("target", 0.0), ("v3", 0.5)),
-           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5))),
-)
 
 
 def introduction(k, lesson):
@@ -223,10 +180,56 @@ def pays(a, gamma, verify_ratio):
             f"costs {number(verify_ratio, 2)} target tokens.")
 
 
+LESSONS = (
+    Lesson("Speculative decoding", "Speculative decoding",
+           "The draft proposes a block of tokens; the target scores the whole block in one pass and keeps or "
+           "replaces each token (rule `lossless`: pi = p). Kept tokens cost no target call of their own.",
+           "At temperature 0, will the lossless row write a different text from the target alone? How many target "
+           "calls will it need for the same tokens?",
+           "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0, look=look_for_speculative,
+           opens=(("tab", "explore"), ("rule", "lossless"))),
+    Lesson("A cascade by confidence: chow", "Chow",
+           "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
+           f"top probability is low, `{RULES['chow'].defers_when}`; where it does not defer, the draft's token "
+           "stands unchecked.",
+           "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
+           "likely the target finds the text?",
+           "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)), look=look_for_chow,
+           opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6))),
+    Lesson("Asking the target: diff and opt", "diff and opt",
+           "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
+           f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
+           "optimal rule: it weighs the target's extra confidence against how much the two models disagree.",
+           "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
+           "rows", (("diff", 0.1), ("opt", 0.2)), look=look_for_tv,
+           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2))),
+    Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
+           "Token rules decide per token v: they keep an accepted set A of tokens the draft may emit unchecked and "
+           f"move the rest of q's mass onto p. v1 defers v when `{RULES['v1'].defers_when}`, v2 when "
+           f"`{RULES['v2'].defers_when}`, v3 when `{RULES['v3'].defers_when}`. Eight tokens, their q and p set "
+           "in the Sandbox:",
+           "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
+           "sandbox", (("v1", 0.5), ("v2", 0.5), ("v3", 0.5)), look=look_for_sandbox,
+           opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5))),
+    Lesson("The trade-off", "Trade-off",
+           "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
+           "the text (lower: text the target finds likelier). Better means lower NLL at the same target calls.",
+           "Which rule's points lie lowest at the same cost, and where does lossless (the target's own quality) sit?",
+           "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24, look=look_for_frontier,
+           opens=(("tab", "tradeoff"),)),
+    Lesson("When it pays: c, gamma and the measured speed-up", "When it pays",
+           "A block of gamma drafted tokens costs gamma + 1 draft calls and one target pass. It pays when the "
+           "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
+           "measured here on this machine.",
+           "On this machine, will the cascade finish 48 tokens before the target alone?",
+           "timed", (("target", 0.0), ("v3", 0.5)), look=look_for_timed,
+           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5))),
+)
+
+
 class LearnHandlers:
-    def __init__(self, pairs, default_pair_spec, compare: CompareHandlers, tradeoff: TradeoffHandlers):
-        self.pairs, self.default_pair_spec = pairs, default_pair_spec
-        self.compare, self.tradeoff = compare, tradeoff
+    def __init__(self, pairs, default_pair_spec, tradeoff: TradeoffHandlers):
+        self.pairs, self.default_pair_spec, self.tradeoff = pairs, default_pair_spec, tradeoff
 
     def settings(self, lesson, rule="lossless", alpha=0.0):
         """A run of the lesson, with the prompt, gamma and seed its link opens."""
@@ -241,19 +244,14 @@ class LearnHandlers:
         lesson = LESSONS[index]
         if lesson.kind == "sandbox":
             figure = SandboxHandlers.update(*lesson.rows[-1], *START[0], *START[1], *START[2])[0]
-            yield "", figure, LOOK_FOR + look_for_sandbox(lesson.rows)
+            yield "", figure, LOOK_FOR + lesson.look(lesson.rows)
             return
         if lesson.kind == "frontier":
             s = self.settings(lesson)
             steps = ENGINE.iterate(self.tradeoff.frontier_steps(s, list(lesson.rows), "auto:3"), lesson.tokens)
-            while True:
-                try:
-                    progress = next(steps)
-                except StopIteration as end:
-                    rows = end.value
-                    break
-                yield gr.skip(), gr.skip(), f"Running: {progress.tokens} tokens so far…"
-            yield "", self.tradeoff.redraw(rows, "calls", 0.25), LOOK_FOR + look_for_frontier(rows)
+            rows = yield from mapped(steps, lambda progress: (gr.skip(), gr.skip(),
+                                                              f"Running: {progress.tokens} tokens so far…"))
+            yield "", self.tradeoff.redraw(rows, "calls", 0.25), LOOK_FOR + lesson.look(rows)
             return
         settings = [self.settings(lesson, rule, alpha) for rule, alpha in lesson.rows]
         pair = self.pairs.get(settings[0].pair_spec)
@@ -267,8 +265,7 @@ class LearnHandlers:
                 for trace in ENGINE.iterate(stream(pair, s.prompt, **s.engine_kwargs()), s.max_new_tokens):
                     yield rows_html(traces + [trace]), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
                 traces.append(trace)
-        look = {0: look_for_speculative, 1: look_for_chow, 2: look_for_tv}.get(index, look_for_timed)
-        yield rows_html(traces), gr.skip(), LOOK_FOR + look(pair, traces)
+        yield rows_html(traces), gr.skip(), LOOK_FOR + lesson.look(pair, traces)
 
 
 def rows_html(traces):

@@ -4,7 +4,6 @@ from urllib.parse import parse_qsl, urlsplit
 import gradio as gr
 import pytest
 
-from app.compare import CompareHandlers
 from app.learn import LESSONS, LOOK_FOR, LearnHandlers
 from app.links import Linked, link_to, read_link, restore_outputs, restored
 from app.pairs import PairCache
@@ -99,7 +98,7 @@ def test_a_copied_link_opens_the_same_view(linked):
 @pytest.fixture(scope="module")
 def lessons():
     pairs = PairCache()
-    return LearnHandlers(pairs, "tiny", CompareHandlers(pairs, "tiny"), TradeoffHandlers(pairs, "tiny"))
+    return LearnHandlers(pairs, "tiny", TradeoffHandlers(pairs, "tiny"))
 
 
 def last(steps):
