@@ -109,18 +109,14 @@ class CachedModel:
         return errors
 
     def _stack(self, caches, width):
-        """Fill the batch's cache with each row's own cache, left-padded to ``width`` slots."""
-        for layer_index in range(len(self.cache.layers)):
-            keys, values = None, None
-            for r, cache in enumerate(caches):
-                if not cache.get_seq_length():
-                    continue
-                k, v = cache.layers[layer_index].keys, cache.layers[layer_index].values
-                if keys is None:
-                    keys = k.new_zeros(self.rows, k.shape[1], width, k.shape[3])
-                    values = v.new_zeros(self.rows, v.shape[1], width, v.shape[3])
-                keys[r, :, width - k.shape[2]:], values[r, :, width - v.shape[2]:] = k[0], v[0]
-            self.cache.update(keys, values, layer_index)
+        """Fill the batch's cache with each row's own cache, left-padded to ``width`` slots (a row that read nothing:
+        all holes)."""
+        read = next(cache for cache in caches if cache.get_seq_length())
+        for index, layer in enumerate(read.layers):
+            own = [cache.layers[index] if cache.get_seq_length() else None for cache in caches]
+            keys, values = (torch.cat([_left_padded(getattr(o, name) if o else None, 1, width, getattr(layer, name))
+                                       for o in own]) for name in ("keys", "values"))
+            self.cache.update(keys, values, index)
 
     def __call__(self, inputs):
         """Append each row's ids (an empty list: the row sits this call out). Returns, per row, the logits
