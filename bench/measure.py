@@ -2,13 +2,12 @@
 the time of one cached forward as the engine calls it."""
 import argparse
 import os
-import statistics
 import threading
 import time
 
 import torch
 
-from cascade_core.cached import CachedModel
+from cascade_core.prices import call_seconds
 
 
 def bench_arguments(doc, pair="bundled"):
@@ -86,15 +85,6 @@ def weight_bytes(model):
 
 
 def forward_ms(model, vocab, n_tokens=1, repeats=9, compiled=None):
-    """Median milliseconds of one cached forward over n_tokens new tokens after a 32-token context, as the engine
-    calls it (``compiled``: the static-cache path; its first call, which compiles, is not timed)."""
-    times = []
-    with torch.inference_mode():
-        call = CachedModel(model, "model", vocab, [{"model_calls": 0, "model_seconds": 0.0}], compiled, 64, n_tokens)
-        call.prefill([list(range(1, 33))])
-        for i in range(repeats + 1):
-            seconds = timed(lambda: call([[5] * n_tokens]))
-            call.forget(0, n_tokens)
-            call.settle()
-            times += [seconds] * (i > 0)
-    return 1000 * statistics.median(times)
+    """Median milliseconds of one cached forward over n_tokens new tokens, as the engine calls it (the engine's
+    own price measurement, prices.call_seconds)."""
+    return 1000 * call_seconds(model, vocab, n_tokens, repeats, compiled)

@@ -38,8 +38,9 @@ def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None, attentio
 
 
 def finite(logits, model):
-    """The logits, or a ValueError naming the model if any is NaN or inf."""
-    if not torch.isfinite(logits).all():  # on CUDA this waits for the GPU: real time, counted as the call's
+    """The logits, or a ValueError naming the model if any is NaN or +inf. -inf is a token the model cannot emit
+    (a sub-vocabulary head's other tokens); a row of nothing but -inf fails later, as a NaN distribution."""
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():  # on CUDA this waits for the GPU: counted
         raise ValueError(f"{model.config.name_or_path or 'a model'} produced NaN or inf logits; "
                          "the weights or the dtype are broken for this input")
     return logits

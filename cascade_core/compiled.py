@@ -29,4 +29,5 @@ class CompiledModel:
 def compile_pair(pair):
     """A copy of the pair (the same models) with compiled forwards for both (``pair.compiled``): the engine then
     decodes with static caches. Compiling happens on each model's first call of each shape."""
-    return replace(pair, compiled={"target": CompiledModel(pair.target), "draft": CompiledModel(pair.draft)})
+    return replace(pair, compiled={"target": CompiledModel(pair.target), "draft": CompiledModel(pair.draft)},
+                   prices={})  # its calls cost what the compiled path costs

@@ -1,6 +1,6 @@
 """A draft and a target that share one tokenizer, as the engine reads them. Its own module so that the
 transformers entry (and its Hub export) needs the engine and this, not the loaders."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -17,6 +17,7 @@ class Pair:
     description: str = ""
     kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
     compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
+    prices: dict = field(default_factory=dict, repr=False)  # measured call seconds by (role, tokens): prices.py
 
 
 def eos_ids(tokenizer, model):

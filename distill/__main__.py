@@ -1,4 +1,5 @@
-"""``python -m distill --out assets/draft-smollm2 [--minutes 60] ...``: train (resumable) and report."""
+"""``python -m distill --out assets/draft-smollm2 [--minutes 60] ...``: train (resumable) and report.
+``python -m distill --head-vocabulary 8192``: rank the draft head's vocabulary from the target's answers instead."""
 import argparse
 from pathlib import Path
 
@@ -8,10 +9,15 @@ from cascade_core.draft import DRAFT_FILE
 
 from .report import report
 from .train import teacher, train
+from .vocab import rank_head_vocabulary
 
 
 def distill(args):
     say = lambda m: print(m, flush=True)  # noqa: E731
+    if args.head_vocabulary:
+        rank_head_vocabulary(teacher(), args.out, args.work, args.head_vocabulary, args.round_prompts,
+                             args.answer_tokens, args.gen_batch, args.seed, say)
+        return
     if not args.report_only:
         torch.manual_seed(args.seed)
         work = Path(args.work)
@@ -40,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--eval-samples", type=int, default=2, help="held-out answers sampled per held-out prompt")
     p.add_argument("--init-from", help="start from a shipped draft's layers (e.g. one trained on a GPU)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--head-vocabulary", type=int, default=0, metavar="N",
+                   help="only rank the draft head's vocabulary: the N tokens the target writes most, counted in its "
+                        "answers to --round-prompts instructions (stored in the draft file)")
     p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")
     p.add_argument("--no-report", action="store_true", help="train only; skip the CPU-timed report")
     return p.parse_args(argv)

@@ -94,9 +94,10 @@ def instructions(seed=0):
     return combos
 
 
-def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress, autocast=None):
+def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress, autocast=None, watch=None):
     """The target's own answers at T = 1: each example is prompt + answer ids (up to and including EOS) and
-    ``first``, the position whose successor is the answer's first token (the positions to learn start there)."""
+    ``first``, the position whose successor is the answer's first token (the positions to learn start there).
+    ``watch``: a logits processor shown every step's logits (it must return them unchanged)."""
     tok = pair.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(pair.eos_token_ids)
     examples = []
@@ -108,7 +109,8 @@ def sampled_answers(pair, prompts, max_new_tokens, batch_size, seed, progress, a
         torch.manual_seed(seed + start)
         with torch.inference_mode(), (autocast or contextlib.nullcontext()):
             out = pair.target.generate(ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                       max_new_tokens=max_new_tokens, pad_token_id=pad)
+                                       max_new_tokens=max_new_tokens, pad_token_id=pad,
+                                       logits_processor=[watch] if watch else None)
         for row, prompt_ids in enumerate(batch):
             answer = out[row, width:].tolist()
             n = next((i + 1 for i, t in enumerate(answer) if t in pair.eos_token_ids), len(answer))

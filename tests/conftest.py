@@ -17,6 +17,16 @@ def tiny64():
 
 
 @pytest.fixture(scope="session")
+def tiny64_sub(tiny64):
+    """tiny64 with the draft's head over two thirds of the vocabulary (end-of-text and every third id left out):
+    the draft can never propose those, so only the residual can emit them."""
+    from reference import sub_vocabulary_pair
+
+    eos = max(tiny64.eos_token_ids)
+    return sub_vocabulary_pair(tiny64, [v for v in range(tiny64.vocab_size) if v % 3 and v != eos])
+
+
+@pytest.fixture(scope="session")
 def bundled():
     from cascade_core import load_pair
 

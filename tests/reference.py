@@ -79,3 +79,15 @@ def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new
         if token in pair.eos_token_ids:
             break
     return out
+
+
+def sub_vocabulary_pair(pair, token_ids):
+    """The pair with its draft's head over token_ids only (the bundled draft's FR-Spec head, on any pair)."""
+    import copy
+    from dataclasses import replace
+
+    from cascade_core.draft import SubVocabularyHead
+
+    draft = copy.deepcopy(pair.draft)
+    draft.lm_head = SubVocabularyHead(draft.lm_head.weight, torch.tensor(token_ids), draft.config.vocab_size)
+    return replace(pair, draft=draft, prices={})

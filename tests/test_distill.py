@@ -69,3 +69,29 @@ def test_distill_tiny(tmp_path):
     state = train(pair, tmp_path / "continued", again, say)
     assert state["continued_from"]["step"] == meta["step"]
     assert load_draft(pair.target, tmp_path / "draft2")[1]["continued_from"]["tokens"] == meta["tokens"]
+
+
+def test_head_vocabulary_ranks_the_targets_own_mass_and_survives_retraining(tmp_path):
+    """rank_head_vocabulary stores the tokens of most expected mass in the target's answers; the draft then loads
+    with a head over them; a later training run's save keeps them; whole_vocabulary=True gives the tied head."""
+    from cascade_core.draft import SubVocabularyHead, head_vocabulary, save_draft
+    from distill.vocab import rank_head_vocabulary
+
+    pair = tiny_pair()
+    save_draft(build_draft(pair.target, [1]), tmp_path / "draft", dict(init_layers=[1], step=0, tokens=0))
+    summary = rank_head_vocabulary(pair, tmp_path / "draft", tmp_path / "work", 20, 8, 16, 8, 0, lambda m: None)
+    ranked = head_vocabulary(tmp_path / "draft").tolist()
+    assert len(ranked) == 20 and summary["coverage_of_p"]["20"] > 20 / pair.vocab_size
+    # the ranking is by the target's expected counts over its own sampled answers
+    from distill.vocab import ExpectedCounts
+
+    counts = ExpectedCounts(pair.vocab_size)
+    data.sampled_answers(pair, data.instructions(0)[:8], 16, 8, 0, lambda m: None, watch=counts)
+    assert ranked == sorted(range(pair.vocab_size), key=lambda v: (-float(counts.mass[v]), v))[:20]
+
+    draft, _ = load_draft(pair.target, tmp_path / "draft")
+    assert isinstance(draft.lm_head, SubVocabularyHead) and draft.lm_head.token_ids.tolist() == ranked
+    save_draft(draft, tmp_path / "draft", dict(init_layers=[1], step=1, tokens=1))  # as training saves
+    assert head_vocabulary(tmp_path / "draft").tolist() == ranked
+    whole, meta = load_draft(pair.target, tmp_path / "draft", whole_vocabulary=True)
+    assert whole.lm_head is pair.target.lm_head and meta["step"] == 1 and meta["head_vocabulary"]["size"] == 20

@@ -1,8 +1,10 @@
 """The engine against the naive reference loop: the same tokens for every rule, gamma and temperature."""
 import pytest
+import torch
 
 from cascade_core import RULES, generate
 from reference import reference_generate
+from cascade_core.draft import SubVocabularyHead
 
 # Near the median a* of each rule on this pair, so that decisions (and v1-v3's r(v)) are mixed.
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0,
@@ -29,6 +31,34 @@ def test_engine_equals_reference_at_every_gamma(tiny64, prompt_ids, references, 
         trace = generate(tiny64, prompt_ids=prompt_ids, rule=rule, alpha=ALPHA[rule], gamma=gamma,
                          temperature=temperature, seed=7, max_new_tokens=N)
         assert trace.tokens == expected, f"{rule} T={temperature} gamma={gamma}"
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("rule", RULES)
+def test_sub_vocabulary_draft_equals_reference(tiny64_sub, prompt_ids, rule, temperature):
+    """A draft whose head covers part of the vocabulary (q zero elsewhere) against the naive loop: the same tokens
+    at every gamma; the draft proposes only its head's tokens, and the residual still emits the others."""
+    expected = reference_generate(tiny64_sub, prompt_ids, rule, ALPHA[rule], temperature, seed=7, max_new_tokens=N)
+    head = set(tiny64_sub.draft.lm_head.token_ids.tolist())
+    for gamma in (1, 2, 4, 8):
+        trace = generate(tiny64_sub, prompt_ids=prompt_ids, rule=rule, alpha=ALPHA[rule], gamma=gamma,
+                         temperature=temperature, seed=7, max_new_tokens=N)
+        assert trace.tokens == expected, f"{rule} T={temperature} gamma={gamma}"
+    if rule != "target":
+        assert {pos["proposal"] for pos in trace.positions} <= head
+    if rule in ("lossless", "target") and temperature:
+        assert set(trace.tokens) - head, "the target's tokens outside the draft's head never came out"
+
+
+def test_sub_vocabulary_head_is_the_full_heads_rows(tiny64):
+    """Its logits are the full head's for its tokens and -inf elsewhere, so q is the softmax renormalised over them."""
+    ids = torch.tensor([3, 10, 11, 40])
+    head = SubVocabularyHead(tiny64.draft.lm_head.weight, ids, tiny64.draft.config.vocab_size)
+    hidden = torch.randn(2, 5, tiny64.draft.config.hidden_size, dtype=torch.float64)
+    full, sub = tiny64.draft.lm_head(hidden), head(hidden)
+    assert torch.allclose(sub[..., ids], full[..., ids], atol=1e-12, rtol=0)
+    assert torch.isneginf(sub).sum() == 2 * 5 * (full.shape[-1] - len(ids))
+    assert torch.allclose(torch.softmax(sub, -1)[..., ids], torch.softmax(full[..., ids], -1))
 
 
 def test_reference_outputs_differ_between_rules(references):
