@@ -9,7 +9,8 @@ import gradio as gr
 
 from cascade_core import Trace, stream
 from cascade_core.strict_json import dumps
-from cascade_core.costs import expected_speedup
+from cascade_core.costs import expected_speedup, priced_speedup
+from cascade_core.prices import measured_prices
 from cascade_core.explain import explain
 
 from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, rule_info
@@ -28,10 +29,12 @@ UNREAD_LIMIT = 6
 
 @dataclass
 class Run:
-    """The trace on screen and the spec of the pair that made it."""
+    """The trace on screen, the spec of the pair that made it and, once it has finished, the pair's measured call
+    prices for its block length (prices.py), which the projected speed-up is priced with."""
 
     trace: Trace
     pair_spec: str
+    prices: Any = None
 
 
 class View(NamedTuple):
@@ -128,20 +131,25 @@ def resume_caption(trace):
             f"{n - trace.resumed_from} regenerated tokens; the first {trace.resumed_from} were reused.")
 
 
+def block_gamma(trace):
+    """The run's gamma; for gamma "auto", the one its blocks used most (the first, on a tie)."""
+    gamma, used = trace.settings["gamma"], trace.counters.get("gammas") or [4]
+    return max(used, key=used.count) if gamma == "auto" else gamma
+
+
 def stats_view(run, cost_ratio):
-    """(stats Markdown, projected speed-up Markdown) for the run on screen."""
+    """(stats Markdown, projected speed-up Markdown) for the run on screen: the cost model at the slider's c, and
+    priced with the calls measured on this machine once the run has finished."""
     if run is None:
         return stats_markdown(None), speedup_markdown(None, None, cost_ratio, None)
-    stats = run.trace.stats
-    gamma = run.trace.settings["gamma"]
-
-    def speedup(c):
-        if stats["acceptance_rate"] is None or c is None:
-            return None
-        return expected_speedup(stats["acceptance_rate"], gamma, c, draft_calls_per_block=gamma + 1)
-
+    stats, gamma = run.trace.stats, block_gamma(run.trace)
+    acceptance = stats["acceptance_rate"]
+    at_c = None if acceptance is None else expected_speedup(acceptance, gamma, cost_ratio, gamma + 1)
+    prices = run.prices
+    priced = (None if acceptance is None or prices is None else
+              priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify))
     return (stats_markdown(stats, resume_caption(run.trace)),
-            speedup_markdown(stats, gamma, cost_ratio, speedup(cost_ratio), speedup(stats["cost_ratio"])))
+            speedup_markdown(stats, run.trace.settings["gamma"], cost_ratio, at_c, prices, priced, gamma))
 
 
 def answer_view(run, rule, alpha, running=False):
@@ -209,12 +217,14 @@ class Handlers:
                 return done.value
             yield status_only(markdown_text(message))
 
-    def _stream(self, trace_iter, s, cost_ratio):
+    def _stream(self, trace_iter, s, cost_ratio, pair):
         """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
         them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
-        browser compete with generation; docs/app-benchmarks.md)."""
+        browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the pair's
+        measured calls (measured on the engine thread the first time, about a second)."""
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
-            view = self._view(Run(trace, s.pair_spec), s.rule, s.alpha, cost_ratio, not trace.finished,
+            prices = ENGINE.call(measured_prices, pair, block_gamma(trace)) if trace.finished else None
+            view = self._view(Run(trace, s.pair_spec, prices), s.rule, s.alpha, cost_ratio, not trace.finished,
                               with_figures=trace.finished)
             yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view
 
@@ -224,7 +234,7 @@ class Handlers:
         """Run from scratch, streaming block by block."""
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
         loaded = yield from self._load(s.pair_spec)
-        yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
+        yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
 
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"])
@@ -237,7 +247,7 @@ class Handlers:
             return
         loaded = yield from self._load(s.pair_spec)
         if not s.same_text_inputs(run.trace, run.pair_spec) or run.trace.settings["gamma"] != s.gamma:
-            yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio)
+            yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
             return
         old = run.trace.settings
         _, first_changed = run.trace.recolour(s.rule, s.alpha)
@@ -246,7 +256,7 @@ class Handlers:
             return
         start = len(run.trace.positions) if first_changed is None else first_changed
         resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())
-        yield from self._stream(resumed, s, cost_ratio)
+        yield from self._stream(resumed, s, cost_ratio, loaded)
 
     def stopped(self, run, rule, alpha, cost_ratio):
         """After Stop: the partial trace with fresh figures; Re-run continues it."""

@@ -32,6 +32,12 @@ def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seco
     return expected_tokens_per_call(acceptance, gamma) * target_seconds / block
 
 
+def best_gamma(acceptance, price, gammas):
+    """The gamma in ``gammas`` of the highest priced speed-up at this acceptance; ``price(gamma)`` gives the
+    (target, draft, verification of gamma + 1) seconds. Ties go to the shorter block."""
+    return max(gammas, key=lambda g: (priced_speedup(acceptance, g, *price(g)), -g))
+
+
 def fresh_run_calls(sources, rule, gamma, max_new_tokens):
     """(target calls, draft calls) of a fresh run that emitted these sources. Blocks of gamma + 1 positions start at
     position 0; each ends at its first replaced token, and which tokens are replaced does not depend on gamma or

@@ -4,7 +4,6 @@ A draft built here shares the target's embeddings, final norm and tied head (the
 again); only its own layers are saved, in float16, with a JSON description of how it was made. A file may also
 hold the head's vocabulary (``head_token_ids``, ranked by distill/vocab.py): the draft then decodes with a head
 over those tokens only (``SubVocabularyHead``)."""
-import copy
 import json
 from pathlib import Path
 
@@ -103,13 +102,3 @@ def load_draft(target, folder, whole_vocabulary=False):
         param.requires_grad = False
     return draft.to(target.dtype).eval(), meta
 
-
-def in_dtype(draft, target, dtype):
-    """The draft with its weights in dtype. Modules it shares with the target (the bundled draft's embedding and
-    norm) are copied first, so the target keeps its own."""
-    shared = {id(p) for p in target.parameters()}
-    for name, module in list(draft.named_modules()):
-        if name and any(id(p) in shared for p in module.parameters(recurse=False)):
-            parent, _, attribute = name.rpartition(".")
-            setattr(draft.get_submodule(parent), attribute, copy.deepcopy(module))
-    return draft.to(dtype)

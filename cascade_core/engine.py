@@ -13,10 +13,15 @@ import time
 import torch
 
 from .cached import CachedModel, finite
+from .costs import best_gamma
+from .prices import block_prices
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
-from .settings import MAX_BATCH_ROWS, check_prompt, check_rows, check_settings, check_stopping
+from .settings import AUTO, MAX_BATCH_ROWS, check_prompt, check_rows, check_settings, check_stopping
 from .trace import Block, Detokenizer, Trace, source_under
+
+AUTO_GAMMAS = range(1, 7)  # what gamma "auto" chooses from (each block length's verification is measured once)
+PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
 
 
 def encode_prompt(tokenizer, prompt, chat=True):
@@ -39,6 +44,7 @@ class Row:
         self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
         self.eos = set(pair.eos_token_ids if eos_token_ids is None else eos_token_ids) if stop_at_eos else set()
         self.min_new_tokens, self.stop = min_new_tokens, stop
+        self.accepted = [0.0, 0]  # the sum and count of its proposals' acceptance probabilities (gamma "auto")
         self.trace.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
                                    prefill_seconds=0.0, wall_seconds=0.0)
         sequence = trace.prompt_ids + trace.tokens
@@ -78,16 +84,18 @@ class Row:
 
 
 class Batch:
-    """The state of a batch of rows: both cached models over the rows still running, and the shared gamma."""
+    """The state of a batch of rows: both cached models over the rows still running, and the shared gamma (a
+    number, or "auto": each block's, chosen by the cost model from the measured prices and the acceptance so far)."""
 
     def __init__(self, pair, rows, gamma):
-        self.rows, self.gamma = rows, gamma
+        self.pair, self.rows, self.gamma = pair, rows, gamma
         compiled = pair.compiled or {}
-        length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + gamma + 1
+        longest = max(AUTO_GAMMAS) if gamma == AUTO else gamma
+        length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + longest + 1
         verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
         counters = [r.counters for r in rows]
         self.target = CachedModel(pair.target, "target", pair.vocab_size, counters, compiled.get("target"), length,
-                                  block=gamma + 1 if verifies_blocks else 1)
+                                  block=longest + 1 if verifies_blocks else 1)
         self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"), length)
 
     def prefill(self):
@@ -124,9 +132,9 @@ class Batch:
         5. each row hands its block to its trace.
 
         Returns the rows that finished (they have left the batch)."""
-        rows = self.rows
+        rows, gamma = self.rows, self.block_gamma()
         uniforms = [position_uniforms(r.seed, range(len(r.trace.positions), len(r.trace.positions) +
-                                                    r.block_length(self.gamma))) for r in rows]
+                                                    r.block_length(gamma))) for r in rows]
         drafted = propose(self.draft, rows, [len(u) if r.uses_draft else 0 for r, u in zip(rows, uniforms)],
                           uniforms)  # 1
         needs = [needs_target(r, d) for r, d in zip(rows, drafted)]
@@ -149,8 +157,21 @@ class Batch:
                 model.forget(i, forgotten)
             row.trace.add_block(block, row.eos, row.max_new_tokens, row.stop)  # 5
             row.last = row.trace.tokens[-1]
+            if block.accept_prob is not None and not row.sequential:
+                row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
+                row.counters.setdefault("gammas", []).append(gamma)
             row.counters["wall_seconds"] = time.perf_counter() - row.started
         return self.drop_finished()
+
+    def block_gamma(self):
+        """This block's gamma: the fixed one, or (gamma "auto") the one of the highest priced speed-up at the
+        acceptance the batch's rows have shown so far (the mean acceptance probability of their proposals, from a
+        prior of PRIOR_ACCEPTANCE). The tokens do not depend on it: randomness is keyed by position."""
+        if self.gamma != AUTO:
+            return self.gamma
+        total, count = (sum(r.accepted[i] for r in self.rows) for i in (0, 1))
+        acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + total) / (PRIOR_WEIGHT + count)
+        return best_gamma(acceptance, block_prices(self.pair), AUTO_GAMMAS)
 
     def drop_finished(self):
         """Rows that finished leave both caches; returns them."""

@@ -8,12 +8,10 @@ assumed: ``choose_kernels`` times both over the model's own weights for every ro
 keeps transformers' ``F.linear`` unless ``W @ x^T`` is clearly faster, and caches the verdict per machine (CPU,
 its flags, torch version, dtype and weight shapes). Only the BLAS's summation order can differ between them.
 
-The draft may also run in float16 (``choose_draft_dtype``): its q only has to be a good proposal, and verification
-is exact whatever q is, so its weights may be rounded where that is measured faster (on the 2-core AVX2 EPYC the
-bundled draft's call takes 5.4 ms in float16 against 8.9 ms in float32; its q moves by 1e-4 in TV). The
-target's weights are never changed: p is the distribution every rule is exact to.
+The draft stays in the target's dtype: in float16 the bundled draft's call took 5.4 ms against 8.9 ms here, but a
+batched row's q then differed from its solo run's by 2.5e-3 in TV (float16 rounds the products of 1 and of n
+rows differently), so Compare's rows would part from the runs Explore shows for the same settings.
 """
-import copy
 import json
 import platform
 import statistics
@@ -21,9 +19,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
-from .draft import in_dtype
-from .prices import call_seconds
 
 ROW_COUNTS = range(1, 18)  # a block verifies at most MAX_GAMMA + 1 = 17 positions
 MARGIN = 0.9  # W @ x^T is chosen only where it takes under 90% of F.linear's time
@@ -106,25 +101,6 @@ def choose_kernels(model, verdicts_path):
                                                   if t["thin"] < MARGIN * t["linear"]]}
 
     return _verdict(verdicts_path, [str(model.dtype), _shapes(model)], measure)
-
-
-def choose_draft_dtype(draft, target, vocab_size, verdicts_path, thin_rows, candidate=torch.float16):
-    """The draft in the dtype its one-token call is measured faster in (its own, or ``candidate`` where that takes
-    under MARGIN of the time), measured once per machine and draft shape; returns (draft, verdict)."""
-    def measure():
-        trial = use_measured_kernels(in_dtype(copy.deepcopy(draft), target, candidate), thin_rows)
-        timings = {}
-        for _ in range(2):  # alternating, so that both see the same machine
-            for name, model in ((str(draft.dtype), draft), (str(candidate), trial)):
-                timings.setdefault(name, []).append(call_seconds(model, vocab_size))
-        timings = {name: min(t) for name, t in timings.items()}
-        faster = timings[str(candidate)] < MARGIN * timings[str(draft.dtype)]
-        return {"timings": timings, "dtype": str(candidate if faster else draft.dtype)}
-
-    verdict = _verdict(verdicts_path, ["draft", str(draft.dtype), str(candidate), _shapes(draft)], measure)
-    if verdict["dtype"] == str(candidate):
-        draft = use_measured_kernels(in_dtype(draft, target, candidate), thin_rows)
-    return draft, verdict
 
 
 def _measured_linear_forward(self, x):

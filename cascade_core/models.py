@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from .compiled import compile_pair
 from .draft import load_draft
-from .kernels import choose_draft_dtype, choose_kernels, use_measured_kernels
+from .kernels import choose_kernels, use_measured_kernels
 from .pair import Pair, make_pair
 from .values import shown
 
@@ -98,19 +98,16 @@ def smollm2_target(dtype, device, progress=None):
 
 
 def with_measured_kernels(pair, progress=None):
-    """On the CPU, both models' Linear layers use the product measured faster on this machine for each row count,
-    and the draft runs in float16 where that is measured faster (see kernels.py; measured once per machine and
-    model shape, then cached)."""
+    """On the CPU, both models' Linear layers use the product measured faster on this machine for each row count
+    (see kernels.py; measured once per machine and model shape, then cached)."""
     if pair.target.device.type != "cpu":
         return pair
     path = cache_dir() / "kernel-choice.json"
     if not path.exists():
-        _say(progress, "timing this CPU's matrix-product paths on the target and the draft (once per machine)")
+        _say(progress, "timing this CPU's two matrix-product paths on the target (once per machine)")
     pair.kernels = choose_kernels(pair.target, path)
     for model in (pair.target, pair.draft):
         use_measured_kernels(model, pair.kernels["thin_rows"])
-    pair.draft, pair.kernels["draft"] = choose_draft_dtype(pair.draft, pair.target, pair.vocab_size, path,
-                                                           pair.kernels["thin_rows"])
     return pair
 
 

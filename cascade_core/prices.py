@@ -75,3 +75,11 @@ def measured_prices(pair, gamma):
         return pair.prices[key]
 
     return Prices(price("target", 1), price("draft", 1), price("target", gamma + 1), gamma + 1)
+
+
+def block_prices(pair):
+    """gamma -> (target, draft, verification) seconds, as costs.best_gamma reads them."""
+    def price(gamma):
+        p = measured_prices(pair, gamma)
+        return p.target, p.draft, p.verify
+    return price

@@ -4,6 +4,7 @@ from .rules import get_rule
 from .values import is_finite_number, shown
 
 MAX_GAMMA = 16
+AUTO = "auto"  # gamma chosen by the cost model as the run goes (see costs.best_gamma)
 MAX_NEW_TOKENS = 2048
 MAX_SEED = 2**63 - 1
 MAX_BATCH_ROWS = 32
@@ -19,6 +20,15 @@ def whole_number(value, name, lo, hi):
     if is_finite_number(value) and value == int(value) and lo <= value <= hi:
         return int(value)
     raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {shown(value)}")
+
+
+def gamma_value(value):
+    """gamma as the engine uses it: a whole number from 1 to MAX_GAMMA, or "auto"."""
+    if value == AUTO:
+        return AUTO
+    if is_finite_number(value) and value == int(value) and 1 <= value <= MAX_GAMMA:
+        return int(value)
+    raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA} or \"auto\", got {shown(value)}")
 
 
 def temperature_value(value):
@@ -47,7 +57,10 @@ def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed, max_
     """Every run setting, in the order a caller reads them; returns (gamma, temperature, seed, max_new_tokens)
     as the engine uses them (ints, and a float)."""
     get_rule(rule).check_alpha(alpha)
-    gamma = whole_number(gamma, "gamma", 1, MAX_GAMMA)
+    gamma = gamma_value(gamma)
+    if gamma == AUTO and pair.compiled:
+        raise ValueError('gamma "auto" changes the block length as the run goes, and the compiled path compiles '
+                         "every length anew: give gamma a number")
     temperature = temperature_value(temperature)
     seed = whole_number(seed, "seed", 0, MAX_SEED)
     max_new_tokens = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)

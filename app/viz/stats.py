@@ -8,7 +8,7 @@ ROWS = (
     ("acceptance_rate", "acceptance rate", "{:.1%}"),
     ("tokens_per_target_call", "mean tokens per target call", "{:.2f}"),
     ("deferral_rate", "deferral rate", "{:.1%}"),
-    ("cost_ratio", "measured cost ratio c (draft call / target call)", "{:.2f}"),
+    ("cost_ratio", "draft call / target call in this run (a target call verifies a block)", "{:.2f}"),
     ("wall_seconds", "wall time", "{:.2f} s"),
     ("tokens_per_second", "tokens / s", "{:.1f}"),
 )
@@ -31,13 +31,20 @@ def stats_markdown(stats, caption=""):
     return "\n".join(lines)
 
 
-def speedup_markdown(stats, gamma, cost_ratio, speedup, measured_speedup):
-    """The cost model's speed-up at the user's cost ratio, and at the ratio this run measured."""
-    if speedup is None:
+def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, block_gamma=None):
+    """The cost model's speed-up priced with the calls measured on this machine (once the run has finished), and at
+    the slider's c with a verification priced as one target token (the paper's estimate)."""
+    if at_c is None:
         return "**Projected speed-up:** – (a baseline run has no acceptance rate)"
-    text = (f"**Projected speed-up over target-only decoding: {speedup:.2f}×** "
-            f"(acceptance {number(stats['acceptance_rate'], 2)}, gamma {gamma}, draft/target cost ratio "
-            f"{cost_ratio:.2f}, gamma + 1 draft calls per block)")
-    if measured_speedup is not None:
-        text += f"; at this machine's measured ratio {stats['cost_ratio']:.2f}: {measured_speedup:.2f}×"
-    return text
+    g = block_gamma if block_gamma is not None else gamma
+    chosen = f"gamma auto (mostly {g})" if gamma == "auto" else f"gamma {g}"
+    acceptance = number(stats["acceptance_rate"], 2)
+    at_slider = (f"at the slider's c = {cost_ratio:.2f}, a verification priced as one target token (the paper's "
+                 f"estimate): {at_c:.2f}×")
+    if priced is None:
+        return f"**Projected speed-up over target-only decoding: {at_c:.2f}×** (acceptance {acceptance}, {chosen}, {at_slider})"
+    return (f"**Projected speed-up over target-only on this machine: {priced:.2f}×** (acceptance {acceptance}, "
+            f"{chosen}: a block is {g + 1} draft calls at c = {prices.c:.2f} and one verification of {prices.block} "
+            f"tokens costing {prices.verify_ratio:.2f} target tokens; measured on this pair: a target token "
+            f"{1000 * prices.target:.0f} ms, a draft call {1000 * prices.draft:.1f} ms, the verification "
+            f"{1000 * prices.verify:.0f} ms). {at_slider[0].upper()}{at_slider[1:]}.")
