@@ -169,7 +169,8 @@ def markdown(pair, s, runs, n, gamma, no_compile):
         f"{s['bandwidth']['stream'] / 1e9:.1f} GB/s ({s['cap']['stream']:.1f} tokens/s), matrix-vector read "
         f"{s['bandwidth']['gemv'] / 1e9:.1f} GB/s ({s['cap']['gemv']:.1f} tokens/s).",
         f"- Forward costs (median, cached, 32-token context), {costs}.",
-        f"- Measured kernels: W @ x^T for {pair.kernels['thin_rows'] if pair.kernels else []} rows, F.linear for the "
+        f"- Measured kernels: W @ x^T for {pair.kernels['thin_rows'] if pair.kernels else []} rows"
+        f"{', one row padded to two' if pair.kernels and pair.kernels.get('pad_one_row') else ''}, F.linear for the "
         "rest (timed over the model's own weights, once per machine; `cascade_core/kernels.py`).",
         "- Ours target only and lossless keep no per-position records, as the transformers entry runs them; the "
         "rule rows keep them, as the explorer does (the records-skipped row shows what they cost).",

@@ -96,6 +96,11 @@ def integer(text):
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
+def gamma_argument(text):
+    """--gamma: a whole number, or "auto" (the cost model picks each block's length)."""
+    return text if text == "auto" else integer(text)
+
+
 def main(argv=None):
     parser = OneLineErrors(prog="python -m cascade_core", description="Speculative cascades")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
@@ -107,7 +112,7 @@ def main(argv=None):
     p_run.add_argument("--prompt", required=True)
     p_run.add_argument("--rule", default="v3", help=f"one of: {', '.join(RULES)}")
     p_run.add_argument("--alpha", type=number, default=0.3)
-    p_run.add_argument("--gamma", type=integer, default=4)
+    p_run.add_argument("--gamma", type=gamma_argument, default=4, help='draft block length, or "auto"')
     p_run.add_argument("--temperature", type=number, default=1.0)
     p_run.add_argument("--seed", type=integer, default=0)
     p_run.add_argument("--max-new-tokens", type=integer, default=64)

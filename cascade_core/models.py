@@ -107,7 +107,7 @@ def with_measured_kernels(pair, progress=None):
         _say(progress, "timing this CPU's two matrix-product paths on the target (once per machine)")
     pair.kernels = choose_kernels(pair.target, path)
     for model in (pair.target, pair.draft):
-        use_measured_kernels(model, pair.kernels["thin_rows"])
+        use_measured_kernels(model, pair.kernels)
     return pair
 
 

@@ -1,0 +1,145 @@
+"""The speed-up a visitor sees: every rule at the app's settings against target-only decoding, side by side in one
+process (alternating, medians), with the cost model's projection from the calls measured on the same pair.
+
+    python bench/speedup_bench.py [--pair bundled] [--rounds 2] [--max-new-tokens 48]
+
+Prompts are outside the draft's training instructions and its held-out set. Every run generates exactly
+max_new_tokens tokens (EOS ignored). Target NLL is the mean -log p(token) of the emitted text under the target
+(temperature 1), the Trade-off tab's quality axis. Writes its section to docs/benchmarks.md.
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from bench.markdown import write_section  # noqa: E402
+from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.cli import add_pair_arguments  # noqa: E402
+from cascade_core.costs import priced_speedup  # noqa: E402
+from cascade_core.engine import AUTO_GAMMAS  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
+from cascade_core.prices import measured_prices  # noqa: E402
+from sweeps.quality import target_nll  # noqa: E402
+
+PROMPTS = ["Explain how a bicycle works.", "What is the best way to learn to cook?",
+           "Describe a thunderstorm to a child."]
+TEMPERATURE = 0.7  # the app's default
+# (rule, alpha, gamma): the app's default and its neighbours, then a Trade-off-like spread of alphas
+METHODS = ([("target", 0.0, 1)] + [("lossless", 0.0, g) for g in (2, 3, 4, "auto")]
+           + [("v3", 0.5, g) for g in (2, 3, 4, "auto")]
+           + [("v3", a, "auto") for a in (0.7, 0.9)] + [("chow", a, "auto") for a in (0.5, 0.7)]
+           + [("opt", a, "auto") for a in (0.0, 0.2, 0.4)] + [("diff", a, "auto") for a in (0.1, 0.3)])
+
+
+def label(rule, alpha, gamma):
+    return "target-only" if rule == "target" else f"{rule} {alpha:g}, gamma {gamma}"
+
+
+def run_all(pair, rounds, n, say):
+    """{method: [(tokens/s, trace), ...]} over rounds x prompts, methods rotating so none always goes first."""
+    results = {m: [] for m in METHODS}
+    for r in range(rounds):
+        for i, prompt in enumerate(PROMPTS):
+            order = METHODS[(r * len(PROMPTS) + i) % len(METHODS):] + METHODS[:(r * len(PROMPTS) + i) % len(METHODS)]
+            for rule, alpha, gamma in order:
+                start = time.perf_counter()
+                trace = generate(pair, prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=TEMPERATURE, seed=r,
+                                 max_new_tokens=n, stop_at_eos=False)
+                results[rule, alpha, gamma].append((len(trace.tokens) / (time.perf_counter() - start), trace))
+            say(f"round {r + 1}/{rounds}, prompt {i + 1}/{len(PROMPTS)} done")
+    return results
+
+
+def most_used(trace, gamma):
+    used = trace.counters.get("gammas") or [1]
+    return max(used, key=used.count) if gamma == "auto" else gamma
+
+
+def summarise(pair, results):
+    base = statistics.median(s for s, _ in results["target", 0.0, 1])
+    rows = []
+    for (rule, alpha, gamma), runs in results.items():
+        speeds = [s for s, _ in runs]
+        traces = [t for _, t in runs]
+        stats = [t.stats for t in traces]
+        acceptance = None if rule == "target" else statistics.median(s["acceptance_rate"] for s in stats)
+        g = statistics.median(most_used(t, gamma) for t in traces) if rule != "target" else None
+        projected = None
+        if acceptance is not None:
+            # each run's projection at the gammas its blocks used, priced with the pair's measured calls
+            projected = statistics.median(
+                statistics.mean(priced_speedup(t.stats["acceptance_rate"], b, *price(pair, b))
+                                for b in (t.counters.get("gammas") or [gamma])) for t in traces)
+        rows.append(dict(name=label(rule, alpha, gamma), rule=rule, tok_s=statistics.median(speeds),
+                         speedup=statistics.median(speeds) / base, spread=(min(speeds), max(speeds)),
+                         acceptance=acceptance, gamma=g,
+                         tokens_per_call=statistics.median(s["tokens_per_target_call"] for s in stats),
+                         nll=statistics.median(target_nll([p["p_token"] for p in t.positions]) for t in traces),
+                         projected=projected))
+    lossless_nll = min(r["nll"] for r in rows if r["rule"] == "lossless")
+    frontier = [r for r in rows if r["rule"] not in ("target", "lossless") and r["nll"] <= 1.1 * lossless_nll]
+    return dict(rows=rows, base=base, lossless_nll=lossless_nll,
+                fastest=max(frontier, key=lambda r: r["speedup"]) if frontier else None)
+
+
+def price(pair, gamma):
+    p = measured_prices(pair, gamma)
+    return p.target, p.draft, p.verify
+
+
+def section_key(pair):
+    return f"## Speed-up over target-only at the app's settings: {pair.name} pair"
+
+
+def markdown(pair, s, rounds, n):
+    fmt = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
+    lines = [f"{section_key(pair)}, {cpu_description()}", "",
+             f"`python bench/speedup_bench.py --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, "
+             f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, torch {torch.__version__}, dtype "
+             f"{pair.target.dtype}; {pair.description}. Temperature {TEMPERATURE}, {n} tokens (EOS ignored), "
+             f"{len(PROMPTS)} prompts outside the draft's training and held-out sets x {rounds} rounds (seed = round), "
+             "all methods alternating in one process; medians. The projection prices each block with the calls "
+             "measured on this pair (below): (1 - a^(g+1)) / (1 - a) * t_target / ((g+1) t_draft + t_verify(g+1)).",
+             "", "| rule, alpha, gamma | tokens/s (min-max) | vs target-only | projected | acceptance | gamma used | "
+             "tokens per target call | target NLL |", "|---|---|---|---|---|---|---|---|"]
+    for r in s["rows"]:
+        lines.append(f"| {r['name']} | {r['tok_s']:.1f} ({r['spread'][0]:.1f}-{r['spread'][1]:.1f}) | "
+                     f"{r['speedup']:.2f}x | {fmt(r['projected'], '{:.2f}x')} | {fmt(r['acceptance'])} | "
+                     f"{fmt(r['gamma'], '{:g}')} | {fmt(r['tokens_per_call'])} | {fmt(r['nll'])} |")
+    p = {g: measured_prices(pair, g) for g in AUTO_GAMMAS}
+    verify = ", ".join(f"{g + 1}: {1000 * p[g].verify:.0f} ms ({p[g].verify_ratio:.2f})" for g in AUTO_GAMMAS)
+    fastest = s["fastest"]
+    lines += ["", f"- Calls measured on this pair (prices.py: cached forwards after a 64-token context, median of 7): "
+              f"a target token {1000 * p[4].target:.1f} ms, a draft call {1000 * p[4].draft:.1f} ms (c = {p[4].c:.2f}); "
+              f"verifying n tokens (in target tokens): {verify}.",
+              f"- Fastest rule within +10% of lossless's target NLL ({s['lossless_nll']:.2f}): "
+              + (f"**{fastest['name']}, {fastest['speedup']:.2f}x** (NLL {fastest['nll']:.2f})." if fastest else "none."),
+              ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_pair_arguments(p)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
+    args = p.parse_args(argv)
+    pair = load_pair(**(dict(target=args.target, draft=args.draft) if args.target else dict(name=args.pair)))
+    for g in AUTO_GAMMAS:  # measured before any run, on a quiet machine
+        measured_prices(pair, g)
+    summary = summarise(pair, run_all(pair, args.rounds, args.max_new_tokens, print))
+    text = markdown(pair, summary, args.rounds, args.max_new_tokens)
+    print(text)
+    if args.out:
+        write_section(args.out, text, section_key(pair))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
