@@ -10,7 +10,8 @@ import gradio as gr
 from cascade_core import Trace, stream
 from cascade_core.strict_json import dumps
 from cascade_core.costs import expected_speedup, priced_speedup
-from cascade_core.prices import measured_prices
+from cascade_core.prices import measure_prices, measured_prices, missing_prices
+from cascade_core.settings import AUTO_GAMMAS
 from cascade_core.explain import explain
 
 from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, rule_info
@@ -146,8 +147,9 @@ def stats_view(run, cost_ratio):
     acceptance = stats["acceptance_rate"]
     at_c = None if acceptance is None else expected_speedup(acceptance, gamma, cost_ratio, gamma + 1)
     prices = run.prices
+    overhead = stats["overhead_seconds_per_block"] or 0.0
     priced = (None if acceptance is None or prices is None else
-              priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify))
+              priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead))
     return (stats_markdown(stats, resume_caption(run.trace)),
             speedup_markdown(stats, run.trace.settings["gamma"], cost_ratio, at_c, prices, priced, gamma))
 
@@ -208,14 +210,21 @@ class Handlers:
         return View(run, answer, stats, speedup, *plots, status)
 
     def _load(self, spec):
-        """Yields status updates while the pair loads (once); returns the pair."""
+        """Yields status updates while the pair loads (once) and its call prices are measured (once: gamma "auto"
+        and the projected speed-up read them); returns the pair."""
         loading = self.pairs.load_with_progress(spec)
         while True:
             try:
                 message = next(loading)
             except StopIteration as done:
-                return done.value
+                pair = done.value
+                break
             yield status_only(markdown_text(message))
+        if missing_prices(pair, AUTO_GAMMAS):
+            yield status_only("Measuring this pair's calls on this machine (once; the cost model prices blocks with "
+                              "them)…")
+            ENGINE.call(measure_prices, pair, AUTO_GAMMAS)
+        return pair
 
     def _stream(self, trace_iter, s, cost_ratio, pair):
         """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
@@ -232,7 +241,8 @@ class Handlers:
     @gpu(lambda a: a["max_new_tokens"])
     def run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Run from scratch, streaming block by block."""
-        s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                                 auto_gamma=True)
         loaded = yield from self._load(s.pair_spec)
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
 
@@ -241,7 +251,8 @@ class Handlers:
     def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         """Regenerate what the new settings change: from the first flipped token after a rule/alpha
         change, from scratch after any other change (gamma alone: same text, new costs)."""
-        s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed)
+        s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                                 auto_gamma=True)
         if run is None:
             yield status_only("Nothing to re-run yet: press Run.")
             return
@@ -310,13 +321,13 @@ class Handlers:
     # -- API ---------------------------------------------------------------------------------------
 
     @raises_for_client
-    def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int = 4, temperature: float = 1.0,
-                max_new_tokens: int = 64, seed: int = 0, request: gr.Request = None) -> str:
-        """Run the cascade on the app's default pair. Its last value is the trace as JSON (cascade_core's
-        Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}} every
-        PROGRESS_INTERVAL seconds (see read_or_stopped for callers who leave)."""
+    def api_run(self, prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int | str = 4,
+                temperature: float = 1.0, max_new_tokens: int = 64, seed: int = 0, request: gr.Request = None) -> str:
+        """Run the cascade on the app's default pair (gamma: a number, or "auto"). Its last value is the trace as
+        JSON (cascade_core's Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens":
+        m}} every PROGRESS_INTERVAL seconds (see read_or_stopped for callers who leave)."""
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                 max_new_tokens, seed)
+                                 max_new_tokens, seed, auto_gamma=True)
         yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
     @gpu(lambda a: a["s"].max_new_tokens)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from cascade_core import RULES, get_rule
-from cascade_core.settings import MAX_GAMMA, MAX_SEED, check_prompt, temperature_value, whole_number
+from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, check_prompt, temperature_value, whole_number
+from cascade_core.values import is_finite_number, shown
 
 # The page's slider and the API share one token limit per run,
 APP_MAX_NEW_TOKENS = 1024
@@ -79,11 +80,14 @@ class Settings:
     seed: int
 
     @classmethod
-    def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed):
-        """Checked as the engine checks them, so the page and the API say the same about a bad value."""
+    def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                    auto_gamma=False):
+        """Checked as the engine checks them, so the page and the API say the same about a bad value.
+        ``auto_gamma``: gamma may be "auto" (0 on Explore's slider), as a solo run can re-choose it per block."""
         get_rule(rule).check_alpha(alpha)
         return cls(check_prompt(prompt), pair_spec, bool(chat), rule, float(alpha),
-                   whole_number(gamma, "gamma", 1, MAX_GAMMA), temperature_value(temperature),
+                   explore_gamma(gamma) if auto_gamma else whole_number(gamma, "gamma", 1, MAX_GAMMA),
+                   temperature_value(temperature),
                    whole_number(max_new_tokens, "max_new_tokens", 1, APP_MAX_NEW_TOKENS),
                    whole_number(seed, "seed", 0, MAX_SEED))
 
@@ -103,11 +107,23 @@ class Settings:
                 and s["max_new_tokens"] == self.max_new_tokens)
 
 
-def run_controls(max_new_tokens, temperature=0.7):
+def explore_gamma(value):
+    """Explore's gamma: a whole number from 1 to MAX_GAMMA, or "auto" (0 on its slider)."""
+    if value == AUTO or (is_finite_number(value) and value == 0):
+        return AUTO
+    try:
+        return whole_number(value, "gamma", 1, MAX_GAMMA)
+    except ValueError:
+        raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, or 0 or \"auto\" for the cost "
+                         f"model's choice, got {shown(value)}") from None
+
+
+def run_controls(max_new_tokens, temperature=0.7, auto_gamma=False):
     """gamma, temperature, max new tokens and seed, two to a row, as the Compare, Trade-off and Strategies tabs lay
-    them out."""
+    them out; ``auto_gamma``: the gamma slider starts at 0, "auto" (its default)."""
     with gr.Row():
-        gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma")
+        gamma = (gr.Slider(0, MAX_GAMMA, value=0, step=1, precision=0, label="gamma (0: auto)") if auto_gamma else
+                 gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma"))
         temperature = gr.Slider(0, 2, value=temperature, step=0.05, label="temperature")
     with gr.Row():
         max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=max_new_tokens, step=1, precision=0,

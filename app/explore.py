@@ -15,6 +15,7 @@ from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import inspector_html, legend_html, tokens_html
 
 DEFAULT_RULE, DEFAULT_ALPHA, DEFAULT_TEMPERATURE = "v3", 0.5, 0.7
+DEFAULT_GAMMA = 0  # auto: each block's length priced fastest from this machine's measured calls (docs/benchmarks.md)
 DEFAULT_COST_RATIO = 0.25  # a typical GPU draft/target ratio; each run also reports the one it measured
 # A click on a token sends its position to the server (gr.HTML's trigger); hovering a token or a plotted step
 # highlights the other (the listeners sit on the component, so they survive every re-render of the tokens).
@@ -88,7 +89,8 @@ def build_explore(handlers: Handlers, pair_spec, public):
             rule_text = gr.Markdown(rule_info(DEFAULT_RULE), elem_id="rule-info")
             alpha = gr.Slider(lo, hi, value=DEFAULT_ALPHA, step=0.01, label="alpha", elem_id="alpha")
             with gr.Row():
-                gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma (draft block)",
+                gamma = gr.Slider(0, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, precision=0,
+                                  label="gamma (draft block; 0: auto, the cost model's choice per block)",
                                   elem_id="gamma")
                 temperature = gr.Slider(0, 2, value=DEFAULT_TEMPERATURE, step=0.05, label="temperature",
                                         elem_id="temperature")

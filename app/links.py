@@ -70,6 +70,8 @@ def checked(name, text, linked, values):
         if temperature > MAX_TEMPERATURE:
             raise ValueError(f"temperature must be 0 (greedy) or a number up to {MAX_TEMPERATURE:g}, got {shown(text)}")
         return temperature
+    if name == "gamma" and linked.fields[name].minimum == 0:  # Explore's slider: 0 is "auto"
+        return 0 if text == "auto" else whole_number(number(text, name), name, 0, MAX_GAMMA)
     limits = {"gamma": (1, MAX_GAMMA), "seed": (0, MAX_SEED), "max_new_tokens": (1, APP_MAX_NEW_TOKENS),
               "step": (1, linked.steps)}
     return whole_number(number(text, name), name, *limits[name])

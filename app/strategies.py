@@ -38,7 +38,7 @@ class StrategiesHandlers:
     def settings(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         """(run settings, threshold), checked, and the call's tokens against the request budget."""
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                 max_new_tokens, seed)
+                                 max_new_tokens, seed, auto_gamma=True)
         threshold = checked_threshold(threshold)
         check_budget(RUNS, s.max_new_tokens, "the four strategies")
         return s, threshold
@@ -58,7 +58,7 @@ class StrategiesHandlers:
 
     @raises_for_client
     def api_strategies(self, prompt: str, rule: str = "v3", alpha: float = 0.5, threshold: float = 0.6,
-                       gamma: int = 4, temperature: float = 1.0, seed: int = 0, max_new_tokens: int = 64,
+                       gamma: int | str = 4, temperature: float = 1.0, seed: int = 0, max_new_tokens: int = 64,
                        request: gr.Request = None) -> str:
         """Per strategy (cascade, speculative decoding, speculative cascade, sequential cascade): its calls
         ([role, start, end] in seconds), text and totals, as JSON; before that it streams {"generating":
@@ -87,7 +87,7 @@ def build_strategies(handlers):
             alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="strategies-alpha")
             threshold = gr.Slider(0, 1, value=0.6, step=0.01, elem_id="strategies-threshold",
                                   label="cascade threshold: the target answers again if the draft's mean max q is below")
-            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=48)
+            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=48, auto_gamma=True)
             run = gr.Button("Run the four strategies", variant="primary", elem_id="strategies-run")
             status = gr.Markdown("", elem_id="strategies-status")
         with gr.Column(scale=2):

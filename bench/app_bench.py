@@ -15,7 +15,8 @@ import gradio as gr  # noqa: E402
 
 from app import build_app, launch  # noqa: E402
 from app.callbacks import Handlers, Run  # noqa: E402
-from app.explore import DEFAULT_ALPHA, DEFAULT_RULE, DEFAULT_TEMPERATURE  # noqa: E402
+from app.controls import explore_gamma  # noqa: E402
+from app.explore import DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_RULE, DEFAULT_TEMPERATURE  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
 from bench.measure import bench_arguments  # noqa: E402
 from bench.server import app_process  # noqa: E402
@@ -117,7 +118,7 @@ CLICK_TO_DONE = """() => new Promise(resolve => {
   observer.observe(status, {subtree: true, childList: true, characterData: true});
   document.querySelector('#run').click();
 })"""
-WHOLE_RUN = dict(prompt="Who is Buzz Aldrin?", rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=4,
+WHOLE_RUN = dict(prompt="Who is Buzz Aldrin?", rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=explore_gamma(DEFAULT_GAMMA),
                  temperature=DEFAULT_TEMPERATURE, seed=0, max_new_tokens=64)  # the page's defaults
 
 

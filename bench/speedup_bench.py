@@ -21,9 +21,9 @@ from bench.markdown import write_section  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.costs import priced_speedup  # noqa: E402
-from cascade_core.engine import AUTO_GAMMAS  # noqa: E402
+from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.prices import measured_prices  # noqa: E402
+from cascade_core.prices import measure_prices, measured_prices  # noqa: E402
 from sweeps.quality import target_nll  # noqa: E402
 
 PROMPTS = ["Explain how a bicycle works.", "What is the best way to learn to cook?",
@@ -73,7 +73,8 @@ def summarise(pair, results):
         if acceptance is not None:
             # each run's projection at the gammas its blocks used, priced with the pair's measured calls
             projected = statistics.median(
-                statistics.mean(priced_speedup(t.stats["acceptance_rate"], b, *price(pair, b))
+                statistics.mean(priced_speedup(t.stats["acceptance_rate"], b, *price(pair, b),
+                                               t.stats["overhead_seconds_per_block"])
                                 for b in (t.counters.get("gammas") or [gamma])) for t in traces)
         rows.append(dict(name=label(rule, alpha, gamma), rule=rule, tok_s=statistics.median(speeds),
                          speedup=statistics.median(speeds) / base, spread=(min(speeds), max(speeds)),
@@ -104,7 +105,8 @@ def markdown(pair, s, rounds, n):
              f"{pair.target.dtype}; {pair.description}. Temperature {TEMPERATURE}, {n} tokens (EOS ignored), "
              f"{len(PROMPTS)} prompts outside the draft's training and held-out sets x {rounds} rounds (seed = round), "
              "all methods alternating in one process; medians. The projection prices each block with the calls "
-             "measured on this pair (below): (1 - a^(g+1)) / (1 - a) * t_target / ((g+1) t_draft + t_verify(g+1)).",
+             "measured on this pair (below) and the engine's own time per block in that run (o: sampling, "
+             "verification, records): (1 - a^(g+1)) / (1 - a) * t_target / ((g+1) t_draft + t_verify(g+1) + o).",
              "", "| rule, alpha, gamma | tokens/s (min-max) | vs target-only | projected | acceptance | gamma used | "
              "tokens per target call | target NLL |", "|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
@@ -131,8 +133,7 @@ def main(argv=None):
     p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
     args = p.parse_args(argv)
     pair = load_pair(**(dict(target=args.target, draft=args.draft) if args.target else dict(name=args.pair)))
-    for g in AUTO_GAMMAS:  # measured before any run, on a quiet machine
-        measured_prices(pair, g)
+    measure_prices(pair, AUTO_GAMMAS)  # before any run, on a quiet machine
     summary = summarise(pair, run_all(pair, args.rounds, args.max_new_tokens, print))
     text = markdown(pair, summary, args.rounds, args.max_new_tokens)
     print(text)

@@ -25,16 +25,16 @@ def break_even_cost_ratio(acceptance, gamma, draft_calls_per_block=None, verify_
     return max(0.0, (expected_tokens_per_call(acceptance, gamma) - verify_ratio) / calls)
 
 
-def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seconds):
-    """The same estimate with the block's measured prices: g + 1 draft calls and one (g+1)-token
-    verification, against one target call per token."""
-    block = (gamma + 1) * draft_seconds + verify_seconds
+def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seconds, overhead_seconds=0.0):
+    """The same estimate with the block's measured prices: g + 1 draft calls, one (g+1)-token verification and
+    the engine's own work between calls (sampling, verification, records), against one target call per token."""
+    block = (gamma + 1) * draft_seconds + verify_seconds + overhead_seconds
     return expected_tokens_per_call(acceptance, gamma) * target_seconds / block
 
 
 def best_gamma(acceptance, price, gammas):
     """The gamma in ``gammas`` of the highest priced speed-up at this acceptance; ``price(gamma)`` gives the
-    (target, draft, verification of gamma + 1) seconds. Ties go to the shorter block."""
+    (target, draft, verification of gamma + 1, overhead per block) seconds. Ties go to the shorter block."""
     return max(gammas, key=lambda g: (priced_speedup(acceptance, g, *price(g)), -g))
 
 

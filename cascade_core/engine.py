@@ -14,13 +14,12 @@ import torch
 
 from .cached import CachedModel, finite
 from .costs import best_gamma
-from .prices import block_prices
+from .prices import block_prices, measure_prices
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
-from .settings import AUTO, MAX_BATCH_ROWS, check_prompt, check_rows, check_settings, check_stopping
+from .settings import AUTO, AUTO_GAMMAS, MAX_BATCH_ROWS, check_prompt, check_rows, check_settings, check_stopping
 from .trace import Block, Detokenizer, Trace, source_under
 
-AUTO_GAMMAS = range(1, 7)  # what gamma "auto" chooses from (each block length's verification is measured once)
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
 
 
@@ -89,8 +88,11 @@ class Batch:
 
     def __init__(self, pair, rows, gamma):
         self.pair, self.rows, self.gamma = pair, rows, gamma
+        self.overhead = None  # the engine's own seconds per block beyond the model calls (a running mean)
         compiled = pair.compiled or {}
         longest = max(AUTO_GAMMAS) if gamma == AUTO else gamma
+        if gamma == AUTO:  # measured now (once per pair), so that no row's clock counts it
+            measure_prices(pair, AUTO_GAMMAS)
         length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + longest + 1
         verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
         counters = [r.counters for r in rows]
@@ -133,6 +135,7 @@ class Batch:
 
         Returns the rows that finished (they have left the batch)."""
         rows, gamma = self.rows, self.block_gamma()
+        started, in_calls = time.perf_counter(), self.target.seconds + self.draft.seconds
         uniforms = [position_uniforms(r.seed, range(len(r.trace.positions), len(r.trace.positions) +
                                                     r.block_length(gamma))) for r in rows]
         drafted = propose(self.draft, rows, [len(u) if r.uses_draft else 0 for r, u in zip(rows, uniforms)],
@@ -161,17 +164,20 @@ class Batch:
                 row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
                 row.counters.setdefault("gammas", []).append(gamma)
             row.counters["wall_seconds"] = time.perf_counter() - row.started
+        beyond = time.perf_counter() - started - (self.target.seconds + self.draft.seconds - in_calls)
+        self.overhead = beyond if self.overhead is None else 0.8 * self.overhead + 0.2 * beyond
         return self.drop_finished()
 
     def block_gamma(self):
         """This block's gamma: the fixed one, or (gamma "auto") the one of the highest priced speed-up at the
         acceptance the batch's rows have shown so far (the mean acceptance probability of their proposals, from a
-        prior of PRIOR_ACCEPTANCE). The tokens do not depend on it: randomness is keyed by position."""
+        prior of PRIOR_ACCEPTANCE), its blocks priced with the pair's measured calls and the engine's own time per
+        block measured so far. The tokens do not depend on it: randomness is keyed by position."""
         if self.gamma != AUTO:
             return self.gamma
         total, count = (sum(r.accepted[i] for r in self.rows) for i in (0, 1))
         acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + total) / (PRIOR_WEIGHT + count)
-        return best_gamma(acceptance, block_prices(self.pair), AUTO_GAMMAS)
+        return best_gamma(acceptance, block_prices(self.pair, self.overhead or 0.0), AUTO_GAMMAS)
 
     def drop_finished(self):
         """Rows that finished leave both caches; returns them."""

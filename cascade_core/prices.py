@@ -77,9 +77,21 @@ def measured_prices(pair, gamma):
     return Prices(price("target", 1), price("draft", 1), price("target", gamma + 1), gamma + 1)
 
 
-def block_prices(pair):
-    """gamma -> (target, draft, verification) seconds, as costs.best_gamma reads them."""
+def missing_prices(pair, gammas):
+    """Whether any price for blocks of these gammas is still to be measured."""
+    return any(key not in pair.prices for g in gammas for key in (("target", 1), ("draft", 1), ("target", g + 1)))
+
+
+def measure_prices(pair, gammas):
+    """Measure every price blocks of these gammas need (those not measured yet)."""
+    for gamma in gammas:
+        measured_prices(pair, gamma)
+
+
+def block_prices(pair, overhead=0.0):
+    """gamma -> (target, draft, verification, overhead) seconds, as costs.best_gamma reads them; ``overhead``: the
+    engine's own seconds per block, as the run measures them."""
     def price(gamma):
         p = measured_prices(pair, gamma)
-        return p.target, p.draft, p.verify
+        return p.target, p.draft, p.verify, overhead
     return price

@@ -40,8 +40,9 @@ def untempered_and_tempered(logits, temperature):
         tempered = torch.zeros_like(untempered).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     else:
         tempered = untempered if temperature == 1 else torch.softmax(logits / temperature, -1)
-    # Finite logits can still overflow once divided by a tiny temperature: never sample from NaN.
-    if not (torch.isfinite(untempered).all() and torch.isfinite(tempered).all()):
+    # Finite logits can still overflow once divided by a tiny temperature: never sample from NaN. A softmax is in
+    # [0, 1] or NaN, so its sum is finite iff it is (one reduction each, not an elementwise pass).
+    if not (torch.isfinite(untempered.sum()) and torch.isfinite(tempered.sum())):
         raise ValueError(f"the next-token distribution at temperature {temperature} is not finite (NaN); "
                          "raise the temperature or use 0 for greedy decoding")
     return untempered, tempered

@@ -174,6 +174,10 @@ class Trace:
             "tokens_per_target_call": new / c["target_calls"] if c.get("target_calls") else None,
             "deferral_rate": (counts["deferred"] + counts["replaced"]) / n if n else None,
             "cost_ratio": per_call["draft"] / per_call["target"] if len(per_call) == 2 else None,
+            # the engine's own time per block beyond the model calls (sampling, verification, records)
+            "overhead_seconds_per_block": (wall - c.get("prefill_seconds", 0.0) - c.get("target_seconds", 0.0) -
+                                           c.get("draft_seconds", 0.0)) / c["target_calls"]
+                                          if cascade and wall > 0 and c.get("target_calls") else None,
             "prefill_seconds": c.get("prefill_seconds", 0.0),
             "wall_seconds": wall,
             "tokens_per_second": new / wall if wall > 0 else None,

@@ -13,7 +13,7 @@ from app.viz.format import markdown_text
 from cascade_core.models import parse_pair
 from cascade_core import Trace, generate, load_pair
 
-TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio"}
+TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block"}
 SETTINGS = dict(prompt="Hello there", pair="tiny", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
                 max_new_tokens=48, seed=0, cost_ratio=0.25)
 
@@ -243,3 +243,16 @@ def test_handlers_survive_zerogpu_pickling(handlers, tiny):
     assert views[-1].run.trace.tokens == fresh(tiny, alpha=0.95).tokens
     settings = Settings.from_inputs("Hello there", "tiny", True, "v3", 0.5, 4, 1.0, 48, 0)
     assert len(pickle.dumps((handlers, settings))) < 10_000  # the /run API's GPU call
+
+
+def test_explores_gamma_zero_is_auto_and_the_projection_is_priced_with_measured_calls(handlers, tiny):
+    """The page's default gamma (0: auto) runs the engine's gamma "auto" (the same text as any gamma), measures the
+    pair's call prices once before the run, and the finished run's projection is priced with them."""
+    view = run_to_end(handlers, gamma=0)
+    run = view.run
+    assert run.trace.settings["gamma"] == "auto" and run.trace.counters["gammas"]
+    assert run.trace.tokens == fresh(tiny, gamma=2).tokens
+    assert run.prices is not None and run.prices.block == max(run.trace.counters["gammas"], key=run.trace.counters["gammas"].count) + 1
+    assert "on this machine" in view.speedup and "gamma auto (mostly" in view.speedup
+    assert f"c = {run.prices.c:.2f}" in view.speedup
+    assert 'gamma must be a whole number from 1 to 16, or 0 or "auto"' in run_to_end(handlers, gamma=-1).status

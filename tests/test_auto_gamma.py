@@ -6,22 +6,28 @@ import pytest
 
 from cascade_core import generate
 from cascade_core.costs import best_gamma, priced_speedup
-from cascade_core.engine import AUTO_GAMMAS, PRIOR_ACCEPTANCE, PRIOR_WEIGHT
+from cascade_core.engine import PRIOR_ACCEPTANCE, PRIOR_WEIGHT
+from cascade_core.settings import AUTO_GAMMAS
 from cascade_core.prices import block_prices, measured_prices
 
 
-def priced(pair, target, draft, verify_per_token):
-    """The pair with made-up prices: a target call, a draft call, and verify(n) = target + (n - 1) * extra."""
+def priced(pair, target, draft, verify_per_token, scale=1000.0):
+    """The pair with made-up prices (in units of ``scale`` seconds, beside which the engine's own milliseconds per
+    block are nothing): a target call, a draft call, and verify(n) = target + (n - 1) * extra."""
+    target, draft, verify_per_token = target * scale, draft * scale, verify_per_token * scale
     prices = {("target", 1): target, ("draft", 1): draft}
     prices.update({("target", g + 1): target + g * verify_per_token for g in AUTO_GAMMAS})
     return replace(pair, prices=prices)
 
 
 def test_best_gamma_follows_acceptance_and_prices():
-    cheap = lambda g: (1.0, 0.02, 1.0)  # noqa: E731  a free draft, verification as dear as one token
-    dear = lambda g: (1.0, 0.6, 1.0 + 0.2 * g)  # noqa: E731
+    cheap = lambda g: (1.0, 0.02, 1.0, 0.0)  # noqa: E731  a free draft, verification as dear as one token
+    dear = lambda g: (1.0, 0.6, 1.0 + 0.2 * g, 0.0)  # noqa: E731
     assert best_gamma(0.9, cheap, AUTO_GAMMAS) == 6
     assert best_gamma(0.2, dear, AUTO_GAMMAS) == 1
+    # a fixed cost per block (the engine's own work) favours longer blocks
+    assert best_gamma(0.6, lambda g: (1.0, 0.1, 1.0, 2.0), AUTO_GAMMAS) > best_gamma(0.6, lambda g: (1.0, 0.1, 1.0, 0.0),
+                                                                                      AUTO_GAMMAS)
     a = 0.6
     chosen = best_gamma(a, dear, AUTO_GAMMAS)
     assert all(priced_speedup(a, chosen, *dear(chosen)) >= priced_speedup(a, g, *dear(g)) for g in AUTO_GAMMAS)

@@ -135,3 +135,11 @@ def test_each_lessons_link_opens_its_tab_in_its_state(linked):
         assert {k: v for k, v in values.items() if k in opens} == {k: v for k, v in opens.items() if k != "tab"}
         if "max_new_tokens" in tab.fields:
             assert values["max_new_tokens"] == lesson.max_new_tokens and values["temperature"] == lesson.temperature
+
+
+def test_explore_gamma_takes_auto_as_its_sliders_zero():
+    with gr.Blocks():
+        explore = Linked("explore", dict(gamma=gr.Slider(0, 16, value=0)), "run")
+    for text, expected in (("auto", 0), ("0", 0), ("3", 3)):
+        assert read_link(dict(gamma=text), {"explore": explore})[1] == dict(gamma=expected)
+    assert read_link(dict(gamma="17"), {"explore": explore})[3] == ["gamma must be a whole number from 0 to 16, got 17"]

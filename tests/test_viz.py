@@ -162,9 +162,10 @@ def test_stats_and_speedup_markdown(trace):
     from cascade_core.prices import Prices
 
     prices = Prices(target=0.080, draft=0.008, verify=0.100, block=5)
-    measured = speedup_markdown(trace.stats, 4, 0.1, 2.0, prices, 1.25)
+    measured = speedup_markdown({**trace.stats, "overhead_seconds_per_block": 0.012}, 4, 0.1, 2.0, prices, 1.25)
     assert "on this machine: 1.25×" in measured and "c = 0.10" in measured and "1.25 target tokens" in measured
     assert "a target token 80 ms, a draft call 8.0 ms, the verification 100 ms" in measured
+    assert "12 ms of the engine's own work" in measured
     assert "At the slider's c = 0.10" in measured and "2.00×" in measured
     assert "gamma auto (mostly 2)" in speedup_markdown(trace.stats, "auto", 0.1, 2.0, prices, 1.25, 2)
     assert "–" in speedup_markdown(trace.stats, 4, 0.1, None, None)
