@@ -35,7 +35,10 @@ browser:
 test: setup-dev browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
 
+# The speed-up table at the app's settings (rule x alpha x gamma against target-only, the calls measured), then the
+# comparison with transformers' generate and assisted generation; both write their sections to docs/benchmarks.md.
 bench: setup-dev
+	HF_HUB_OFFLINE=1 $(PY) bench/speedup_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
 
 bench-app: setup-dev browser
