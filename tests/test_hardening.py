@@ -56,7 +56,8 @@ def test_cli_json_is_strict():
     (dict(temperature=None), "temperature must be 0 (greedy) or a number from 0.01 to 10, got None"),
     (dict(temperature=1e-38), "temperature must be 0 (greedy) or a number from 0.01 to 10, got 1e-38"),
     (dict(seed=-1), "seed must be a whole number from 0 to"),
-    (dict(gamma="4"), "gamma must be a whole number from 1 to 16, got '4'"),
+    (dict(gamma="4"), "gamma must be a whole number from 1 to 16, or 0 or \"auto\" for the cost model's choice, "
+                      "got '4'"),
     (dict(max_new_tokens=2048), "max_new_tokens must be a whole number from 1 to 1024, got 2048"),
     (dict(prompt=123), "prompt must be text, got int 123"),
     (dict(prompt=["a", "b"]), "prompt must be text, got list"),
