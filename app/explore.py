@@ -90,7 +90,7 @@ def build_explore(handlers: Handlers, pair_spec, public):
             alpha = gr.Slider(lo, hi, value=DEFAULT_ALPHA, step=0.01, label="alpha", elem_id="alpha")
             with gr.Row():
                 gamma = gr.Slider(0, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, precision=0,
-                                  label="gamma (draft block; 0: auto, the cost model's choice per block)",
+                                  label="gamma (0: auto)", info="draft block; auto: the cost model's pick",
                                   elem_id="gamma")
                 temperature = gr.Slider(0, 2, value=DEFAULT_TEMPERATURE, step=0.05, label="temperature",
                                         elem_id="temperature")
