@@ -132,18 +132,12 @@ def resume_caption(trace):
             f"{n - trace.resumed_from} regenerated tokens; the first {trace.resumed_from} were reused.")
 
 
-def block_gamma(trace):
-    """The run's gamma; for gamma "auto", the one its blocks used most (the first, on a tie)."""
-    gamma, used = trace.settings["gamma"], trace.counters.get("gammas") or [4]
-    return max(used, key=used.count) if gamma == "auto" else gamma
-
-
 def stats_view(run, cost_ratio):
     """(stats Markdown, projected speed-up Markdown) for the run on screen: the cost model at the slider's c, and
     priced with the calls measured on this machine once the run has finished."""
     if run is None:
         return stats_markdown(None), speedup_markdown(None, None, cost_ratio, None)
-    stats, gamma = run.trace.stats, block_gamma(run.trace)
+    stats, gamma = run.trace.stats, run.trace.gamma
     acceptance = stats["acceptance_rate"]
     at_c = None if acceptance is None else expected_speedup(acceptance, gamma, cost_ratio, gamma + 1)
     prices = run.prices
@@ -230,9 +224,10 @@ class Handlers:
         """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
         them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
         browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the pair's
-        measured calls (measured on the engine thread the first time, about a second)."""
+        measured calls (measured on the engine thread the first time, about a second), unless it is a baseline."""
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
-            prices = ENGINE.call(measured_prices, pair, block_gamma(trace)) if trace.finished else None
+            priced = trace.finished and trace.stats["acceptance_rate"] is not None  # baselines project nothing
+            prices = ENGINE.call(measured_prices, pair, trace.gamma) if priced else None
             view = self._view(Run(trace, s.pair_spec, prices), s.rule, s.alpha, cost_ratio, not trace.finished,
                               with_figures=trace.finished)
             yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view

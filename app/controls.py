@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from cascade_core import RULES, get_rule
-from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, check_prompt, temperature_value, whole_number
+from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, check_prompt, gamma_value, temperature_value, whole_number
 from cascade_core.values import is_finite_number, shown
 
 # The page's slider and the API share one token limit per run,
@@ -109,10 +109,10 @@ class Settings:
 
 def explore_gamma(value):
     """Explore's gamma: a whole number from 1 to MAX_GAMMA, or "auto" (0 on its slider)."""
-    if value == AUTO or (is_finite_number(value) and value == 0):
+    if is_finite_number(value) and value == 0:
         return AUTO
     try:
-        return whole_number(value, "gamma", 1, MAX_GAMMA)
+        return gamma_value(value)
     except ValueError:
         raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, or 0 or \"auto\" for the cost "
                          f"model's choice, got {shown(value)}") from None

@@ -23,7 +23,7 @@ from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.costs import priced_speedup  # noqa: E402
 from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.prices import measure_prices, measured_prices  # noqa: E402
+from cascade_core.prices import block_prices, measure_prices, measured_prices  # noqa: E402
 from sweeps.quality import target_nll  # noqa: E402
 
 PROMPTS = ["Explain how a bicycle works.", "What is the best way to learn to cook?",
@@ -55,11 +55,6 @@ def run_all(pair, rounds, n, say):
     return results
 
 
-def most_used(trace, gamma):
-    used = trace.counters.get("gammas") or [1]
-    return max(used, key=used.count) if gamma == "auto" else gamma
-
-
 def summarise(pair, results):
     base = statistics.median(s for s, _ in results["target", 0.0, 1])
     rows = []
@@ -68,13 +63,13 @@ def summarise(pair, results):
         traces = [t for _, t in runs]
         stats = [t.stats for t in traces]
         acceptance = None if rule == "target" else statistics.median(s["acceptance_rate"] for s in stats)
-        g = statistics.median(most_used(t, gamma) for t in traces) if rule != "target" else None
+        g = statistics.median(t.gamma for t in traces) if rule != "target" else None
         projected = None
         if acceptance is not None:
             # each run's projection at the gammas its blocks used, priced with the pair's measured calls
             projected = statistics.median(
-                statistics.mean(priced_speedup(t.stats["acceptance_rate"], b, *price(pair, b),
-                                               t.stats["overhead_seconds_per_block"])
+                statistics.mean(priced_speedup(t.stats["acceptance_rate"], b,
+                                               *block_prices(pair, t.stats["overhead_seconds_per_block"])(b))
                                 for b in (t.counters.get("gammas") or [gamma])) for t in traces)
         rows.append(dict(name=label(rule, alpha, gamma), rule=rule, tok_s=statistics.median(speeds),
                          speedup=statistics.median(speeds) / base, spread=(min(speeds), max(speeds)),
@@ -86,11 +81,6 @@ def summarise(pair, results):
     frontier = [r for r in rows if r["rule"] not in ("target", "lossless") and r["nll"] <= 1.1 * lossless_nll]
     return dict(rows=rows, base=base, lossless_nll=lossless_nll,
                 fastest=max(frontier, key=lambda r: r["speedup"]) if frontier else None)
-
-
-def price(pair, gamma):
-    p = measured_prices(pair, gamma)
-    return p.target, p.draft, p.verify
 
 
 def section_key(pair):

@@ -101,4 +101,3 @@ def load_draft(target, folder, whole_vocabulary=False):
     for param in draft.parameters():
         param.requires_grad = False
     return draft.to(target.dtype).eval(), meta
-

@@ -87,34 +87,25 @@ def time_paths(weights, rows, repeats=3):
     return {name: statistics.median(t[1:]) for name, t in times.items()}
 
 
-def _shapes(model):
-    return sorted({tuple(m.weight.shape) for m in model.modules() if isinstance(m, torch.nn.Linear)})
-
-
-def _verdict(verdicts_path, key, measure):
-    """The verdict stored under key in the verdicts file, measured (and stored) the first time."""
-    key = json.dumps([cpu_description(), torch.__version__, *key])
-    verdicts = json.loads(verdicts_path.read_text()) if verdicts_path.exists() else {}
-    if key not in verdicts:
-        verdicts[key] = {"cpu": cpu_description(), **measure()}
-        verdicts_path.parent.mkdir(parents=True, exist_ok=True)
-        verdicts_path.write_text(json.dumps(verdicts, indent=1))
-    return verdicts[key]
-
-
 def choose_kernels(model, verdicts_path):
     """{"timings": {rows: {"linear": s, "thin": s, ...}}, "thin_rows": [...], "pad_one_row": bool}: the row counts
     that use W @ x^T, and whether one row goes padded, measured once per machine and model shape, then read from
     the verdicts file."""
-    def measure():
-        weights = _sample([m for m in model.modules() if isinstance(m, torch.nn.Linear)])
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    shapes = sorted({tuple(m.weight.shape) for m in linears})
+    key = json.dumps([cpu_description(), torch.__version__, "linear, thin, padded", str(model.dtype), shapes])
+    path = verdicts_path
+    verdicts = json.loads(path.read_text()) if path.exists() else {}
+    if key not in verdicts:
+        weights = _sample(linears)
         timings = {rows: time_paths(weights, rows) for rows in ROW_COUNTS}
+        thin = [rows for rows, t in timings.items() if t["thin"] < MARGIN * t["linear"]]
         one = timings[1]
-        return {"timings": timings, "thin_rows": [rows for rows, t in timings.items()
-                                                  if t["thin"] < MARGIN * t["linear"]],
-                "pad_one_row": one["padded"] < MARGIN * min(one["linear"], one["thin"])}
-
-    return _verdict(verdicts_path, ["linear, thin, padded", str(model.dtype), _shapes(model)], measure)
+        verdicts[key] = {"cpu": cpu_description(), "timings": timings, "thin_rows": thin,
+                         "pad_one_row": one["padded"] < MARGIN * min(one["linear"], one["thin"])}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(verdicts, indent=1))
+    return verdicts[key]
 
 
 def _measured_linear_forward(self, x):

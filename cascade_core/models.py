@@ -104,7 +104,7 @@ def with_measured_kernels(pair, progress=None):
         return pair
     path = cache_dir() / "kernel-choice.json"
     if not path.exists():
-        _say(progress, "timing this CPU's two matrix-product paths on the target (once per machine)")
+        _say(progress, "timing this CPU's matrix-product paths on the target (once per machine)")
     pair.kernels = choose_kernels(pair.target, path)
     for model in (pair.target, pair.draft):
         use_measured_kernels(model, pair.kernels)

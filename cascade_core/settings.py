@@ -27,9 +27,11 @@ def gamma_value(value):
     """gamma as the engine uses it: a whole number from 1 to MAX_GAMMA, or "auto"."""
     if value == AUTO:
         return AUTO
-    if is_finite_number(value) and value == int(value) and 1 <= value <= MAX_GAMMA:
-        return int(value)
-    raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA} or \"auto\", got {shown(value)}")
+    try:
+        return whole_number(value, "gamma", 1, MAX_GAMMA)
+    except ValueError:
+        raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA} or \"auto\", "
+                         f"got {shown(value)}") from None
 
 
 def temperature_value(value):

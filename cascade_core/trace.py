@@ -152,6 +152,13 @@ class Trace:
             self.finished, self.stop_reason = True, "max_new_tokens"
 
     @property
+    def gamma(self):
+        """The gamma its blocks used: the setting, or for gamma "auto" the one they used most (the first on a tie;
+        1 before any block)."""
+        used = self.counters.get("gammas") or [1]
+        return max(used, key=used.count) if self.settings["gamma"] == "auto" else self.settings["gamma"]
+
+    @property
     def stats(self):
         """Provenance counts and rates describe the whole text; calls, time and the rates built on them
         describe the tokens this run generated (after ``resumed_from``)."""

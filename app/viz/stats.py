@@ -40,13 +40,14 @@ def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, b
     overhead = stats.get("overhead_seconds_per_block") or 0.0
     chosen = f"gamma auto (mostly {g})" if gamma == "auto" else f"gamma {g}"
     acceptance = number(stats["acceptance_rate"], 2)
-    at_slider = (f"at the slider's c = {cost_ratio:.2f}, a verification priced as one target token (the paper's "
+    at_slider = (f"the slider's c = {cost_ratio:.2f}, a verification priced as one target token (the paper's "
                  f"estimate): {at_c:.2f}×")
     if priced is None:
-        return f"**Projected speed-up over target-only decoding: {at_c:.2f}×** (acceptance {acceptance}, {chosen}, {at_slider})"
+        return (f"**Projected speed-up over target-only decoding: {at_c:.2f}×** (acceptance {acceptance}, {chosen}, "
+                f"at {at_slider})")
     return (f"**Projected speed-up over target-only on this machine: {priced:.2f}×** (acceptance {acceptance}, "
             f"{chosen}: a block is {g + 1} draft calls at c = {prices.c:.2f}, one verification of {prices.block} "
             f"tokens costing {prices.verify_ratio:.2f} target tokens and {1000 * overhead:.0f} ms of the engine's own "
             f"work; measured on this pair: a target token {1000 * prices.target:.0f} ms, a draft call "
             f"{1000 * prices.draft:.1f} ms, the verification {1000 * prices.verify:.0f} ms; the engine's work in this "
-            f"run). {at_slider[0].upper()}{at_slider[1:]}.")
+            f"run). At {at_slider}.")
