@@ -1,7 +1,8 @@
 """One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
 from cascade_core import RULES, finish, load_pair, stream_lanes
-from cascade_core.costs import expected_speedup, fresh_run_calls
+from cascade_core.costs import fresh_run_calls, priced_speedup
 from cascade_core.models import parse_pair
+from cascade_core.prices import measured_prices
 
 from .quality import exact_match, rouge_l, target_nll, target_probabilities
 
@@ -45,6 +46,14 @@ def run_chain(pair, item, rule, alphas, seed, gamma=4, **settings):
     return finish(stream_lanes(pair, [chain_lane(pair, item, rule, alphas, seed, **settings)], gamma=gamma))[0]
 
 
+def projected_speedup(pair, trace, acceptance, gamma):
+    """Explore's projection: the cost model priced with the pair's calls as measured on this machine (once per pair
+    and gamma) and the run's own engine time per block, against target-only decoding."""
+    prices = measured_prices(pair, gamma)
+    overhead = trace.stats["overhead_seconds_per_block"] or 0.0
+    return priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead)
+
+
 def row(pair, item, trace, alpha):
     """A sweep row: what was asked, what came out, what it cost and how good it is."""
     s = trace.settings
@@ -57,12 +66,11 @@ def row(pair, item, trace, alpha):
         top1 = [pos["p_token"] >= pos["max_p"] for pos in trace.positions]
     cascade = RULES[rule].kind != "baseline"
     acceptance = sum(src != "replaced" for src in trace.sources) / n if cascade and n else None
-    c = trace.stats["cost_ratio"]
     return dict(prompt_id=item["prompt_id"], category=item["category"], rule=rule, alpha=alpha, seed=s["seed"],
                 gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text, target_calls=target_calls,
                 draft_calls=draft_calls, acceptance_rate=acceptance, deferral_rate=trace.stats["deferral_rate"],
-                wall_seconds=trace.counters["wall_seconds"], cost_ratio=c,
-                projected_speedup=expected_speedup(acceptance, gamma, c, gamma + 1) if cascade and c else None,
+                wall_seconds=trace.counters["wall_seconds"], cost_ratio=trace.stats["cost_ratio"],
+                projected_speedup=projected_speedup(pair, trace, acceptance, gamma) if cascade and n else None,
                 target_nll=target_nll(p_tokens), target_top1=sum(top1) / n if n else None,
                 rouge_l=rouge_l(trace.text, item["reference"]), exact_match=exact_match(trace.text, item["answer"]),
                 generated_tokens=trace.stats["new_tokens"])

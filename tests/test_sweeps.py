@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from cascade_core import RULES, load_pair
+from cascade_core.costs import priced_speedup
 from sweeps import load_prompts, sweep
 from sweeps.alphas import OPEN_TOP, auto_alphas
-from sweeps.chain import TIMING_FIELDS
+from sweeps.chain import TIMING_FIELDS, run_chain
 from sweeps.prompts import per_category
 from sweeps.quality import exact_match, rouge_l
 from sweeps.report import summarise, write_report, write_summary
@@ -51,6 +52,19 @@ def untimed(rows):
 @pytest.fixture(scope="module")
 def fresh_rows(tiny, prompts):
     return sweep("tiny", prompts, RULES_SWEPT, "auto:4", [0, 1], share_prefix=False, pair=tiny, **SETTINGS)
+
+
+def test_projected_speedup_is_priced_with_the_pairs_measured_calls(prompts):
+    pair = load_pair("tiny")
+    # prices as if measured on a CPU like the bundled pair's (a verification dearer than a target token)
+    pair.prices.update({("target", 1): 0.080, ("draft", 1): 0.012, ("target", 4): 0.098})
+    rows = [row for rule, alpha in (("v3", 0.5), ("lossless", None)) for row in
+            run_chain(pair, prompts[0], rule, [alpha], 0, gamma=3, temperature=1.0, max_new_tokens=24)]
+    assert len(pair.prices) == 3  # nothing measured again
+    for r in rows:  # the engine's own time per block: at least 0, at most the run's wall time over its blocks
+        slowest, fastest = (priced_speedup(r["acceptance_rate"], 3, 0.080, 0.012, 0.098, overhead)
+                            for overhead in (r["wall_seconds"] / r["target_calls"], 0.0))
+        assert 0 < slowest <= r["projected_speedup"] <= fastest < r["tokens"] / r["target_calls"]
 
 
 def test_rows_have_every_key_and_one_row_per_setting(fresh_rows, prompts):
