@@ -2,7 +2,7 @@
 from cascade_core import RULES, finish, load_pair, stream_lanes
 from cascade_core.costs import fresh_run_calls, priced_speedup
 from cascade_core.models import parse_pair
-from cascade_core.prices import measured_prices
+from cascade_core.prices import measure_prices, measured_prices
 
 from .quality import exact_match, rouge_l, target_nll, target_probabilities
 
@@ -43,6 +43,7 @@ def chain_lane(pair, item, rule, alphas, seed, temperature, max_new_tokens, shar
 
 def run_chain(pair, item, rule, alphas, seed, gamma=4, **settings):
     """One chain's rows at once."""
+    measure_prices(pair, [gamma])  # before any run's clock starts (its rows' projected speed-ups need them)
     return finish(stream_lanes(pair, [chain_lane(pair, item, rule, alphas, seed, **settings)], gamma=gamma))[0]
 
 
