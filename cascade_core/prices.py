@@ -1,8 +1,9 @@
 """What a block costs on this machine, measured on the loaded pair.
 
 The cost model (costs.py) prices a block by three calls, each as the engine makes it (a cached forward after a
-64-token context, median of 7 after a warm-up): a one-token target call (what target-only decoding pays per
-token), a one-token draft call, and the target's verification of a block's n tokens. In units of the first,
+64-token context, median of 7 after a warm-up, the calls asked for timed in alternation): a one-token target call
+(what target-only decoding pays per token), a one-token draft call, and the target's verification of a block's n
+tokens. In units of the first,
 c = draft / target and v(n) = verification(n) / target; the paper assumes v = 1, but a small CPU pays more
 for n rows than for one. Each price is measured the first time it is asked for and kept on the pair.
 """
@@ -22,23 +23,44 @@ def _synchronize(device):
         torch.cuda.synchronize(device)
 
 
-def call_seconds(model, vocab, n_tokens=1, repeats=7, compiled=None):
-    """Median seconds of one cached forward over n_tokens new tokens, as the engine calls it (``compiled``: the
-    static-cache path; its first call, which compiles, is not timed)."""
-    times = []
+def _timer(model, vocab, n_tokens, compiled):
+    """A function timing one cached forward over n_tokens new tokens, as the engine calls it, after a CONTEXT-token
+    prefill; each call's tokens are forgotten again, so every call sees the same context."""
+    call = CachedModel(model, "model", vocab, [{"model_calls": 0, "model_seconds": 0.0}], compiled, 2 * CONTEXT,
+                       n_tokens)
+    call.prefill([list(range(1, CONTEXT + 1))])
+
+    def once():
+        _synchronize(model.device)
+        start = time.perf_counter()
+        call([[5] * n_tokens])
+        _synchronize(model.device)
+        seconds = time.perf_counter() - start
+        call.forget(0, n_tokens)
+        call.settle()
+        return seconds
+    return once
+
+
+def calls_seconds(calls, repeats=7):
+    """Median seconds of each call in ``calls`` ({key: (model, vocab, n_tokens, compiled)}; ``compiled``: the
+    static-cache path, or None), timed in alternation, one of each per round after a warm-up round (which also
+    compiles): a machine whose speed drifts while they are measured prices them all alike. Measured one after
+    another on the 2-core EPYC, a 3-token verification once came out dearer than a 4-token one (80 vs 60 ms)."""
     with torch.inference_mode():
-        call = CachedModel(model, "model", vocab, [{"model_calls": 0, "model_seconds": 0.0}], compiled, 2 * CONTEXT,
-                           n_tokens)
-        call.prefill([list(range(1, CONTEXT + 1))])
-        for i in range(repeats + 1):
-            _synchronize(model.device)
-            start = time.perf_counter()
-            call([[5] * n_tokens])
-            _synchronize(model.device)
-            times += [time.perf_counter() - start] * (i > 0)
-            call.forget(0, n_tokens)
-            call.settle()
-    return statistics.median(times)
+        timers = {key: _timer(*call) for key, call in calls.items()}
+        times = {key: [] for key in timers}
+        for round_ in range(repeats + 1):
+            for key, once in timers.items():
+                seconds = once()
+                if round_:
+                    times[key].append(seconds)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def call_seconds(model, vocab, n_tokens=1, repeats=7, compiled=None):
+    """Median seconds of one cached forward over n_tokens new tokens, as the engine calls it."""
+    return calls_seconds({"call": (model, vocab, n_tokens, compiled)}, repeats)["call"]
 
 
 @dataclass(frozen=True)
@@ -63,29 +85,28 @@ class Prices:
                     block=self.block, c=self.c, verify_in_target_tokens=self.verify_ratio)
 
 
+def _calls(gamma):
+    return ("target", 1), ("draft", 1), ("target", gamma + 1)
+
+
 def measured_prices(pair, gamma):
     """The pair's prices for blocks of gamma + 1 tokens on this machine (measured once per pair and block length)."""
-    compiled = pair.compiled or {}
-
-    def price(role, n):
-        key = (role, n)
-        if key not in pair.prices:
-            model = pair.target if role == "target" else pair.draft
-            pair.prices[key] = call_seconds(model, pair.vocab_size, n, compiled=compiled.get(role))
-        return pair.prices[key]
-
-    return Prices(price("target", 1), price("draft", 1), price("target", gamma + 1), gamma + 1)
+    measure_prices(pair, [gamma])
+    return Prices(*(pair.prices[key] for key in _calls(gamma)), gamma + 1)
 
 
 def missing_prices(pair, gammas):
     """Whether any price for blocks of these gammas is still to be measured."""
-    return any(key not in pair.prices for g in gammas for key in (("target", 1), ("draft", 1), ("target", g + 1)))
+    return any(key not in pair.prices for g in gammas for key in _calls(g))
 
 
 def measure_prices(pair, gammas):
-    """Measure every price blocks of these gammas need (those not measured yet)."""
-    for gamma in gammas:
-        measured_prices(pair, gamma)
+    """Measure every price blocks of these gammas need (those not measured yet), all in one alternation."""
+    compiled = pair.compiled or {}
+    missing = {key for g in gammas for key in _calls(g) if key not in pair.prices}
+    model = {"target": pair.target, "draft": pair.draft}
+    pair.prices.update(calls_seconds({(role, n): (model[role], pair.vocab_size, n, compiled.get(role))
+                                      for role, n in sorted(missing)}))
 
 
 def block_prices(pair, overhead=0.0):
