@@ -45,8 +45,8 @@ def _timer(model, vocab, n_tokens, compiled):
 def calls_seconds(calls, repeats=7):
     """Median seconds of each call in ``calls`` ({key: (model, vocab, n_tokens, compiled)}; ``compiled``: the
     static-cache path, or None), timed in alternation, one of each per round after a warm-up round (which also
-    compiles): a machine whose speed drifts while they are measured prices them all alike. Measured one after
-    another on the 2-core EPYC, a 3-token verification once came out dearer than a 4-token one (80 vs 60 ms)."""
+    compiles): a machine whose speed drifts while they are measured prices them all alike (this 2-core VM's speed
+    changes by a third within minutes)."""
     with torch.inference_mode():
         timers = {key: _timer(*call) for key, call in calls.items()}
         times = {key: [] for key in timers}
