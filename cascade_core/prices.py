@@ -3,9 +3,9 @@
 The cost model (costs.py) prices a block by three calls, each as the engine makes it (a cached forward after a
 64-token context, median of 7 after a warm-up, the calls asked for timed in alternation): a one-token target call
 (what target-only decoding pays per token), a one-token draft call, and the target's verification of a block's n
-tokens. In units of the first,
-c = draft / target and v(n) = verification(n) / target; the paper assumes v = 1, but a small CPU pays more
-for n rows than for one. Each price is measured the first time it is asked for and kept on the pair.
+tokens. In units of the first, c = draft / target and v(n) = verification(n) / target; the paper assumes v = 1,
+but a small CPU pays more for n rows than for one. Each price is measured the first time it is asked for and kept
+on the pair.
 """
 import statistics
 import time
