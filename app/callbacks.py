@@ -214,7 +214,7 @@ class Handlers:
                 pair = done.value
                 break
             yield status_only(markdown_text(message))
-        if missing_prices(pair, AUTO_GAMMAS):
+        if not pair.compiled and missing_prices(pair, AUTO_GAMMAS):  # compiled: each price would be a new graph
             yield status_only("Measuring this pair's calls on this machine (once; the cost model prices blocks with "
                               "them)…")
             ENGINE.call(measure_prices, pair, AUTO_GAMMAS)
@@ -224,9 +224,10 @@ class Handlers:
         """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
         them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
         browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the pair's
-        measured calls (measured on the engine thread the first time, about a second), unless it is a baseline."""
+        measured calls (measured on the engine thread the first time, about a second), unless it is a baseline or
+        the pair is compiled (its one-token target call would be one more graph to compile)."""
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
-            priced = trace.finished and trace.stats["acceptance_rate"] is not None  # baselines project nothing
+            priced = trace.finished and trace.stats["acceptance_rate"] is not None and not pair.compiled
             prices = ENGINE.call(measured_prices, pair, trace.gamma) if priced else None
             view = self._view(Run(trace, s.pair_spec, prices), s.rule, s.alpha, cost_ratio, not trace.finished,
                               with_figures=trace.finished)
@@ -239,6 +240,7 @@ class Handlers:
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                  auto_gamma=True)
         loaded = yield from self._load(s.pair_spec)
+        s = s.for_pair(loaded)
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
 
     @warns_in_page(status_only)
@@ -252,6 +254,7 @@ class Handlers:
             yield status_only("Nothing to re-run yet: press Run.")
             return
         loaded = yield from self._load(s.pair_spec)
+        s = s.for_pair(loaded)
         if not s.same_text_inputs(run.trace, run.pair_spec) or run.trace.settings["gamma"] != s.gamma:
             yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
             return
@@ -327,7 +330,8 @@ class Handlers:
 
     @gpu(lambda a: a["s"].max_new_tokens)
     def _trace_messages(self, s):
-        steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
+        pair = self.pairs.get(s.pair_spec)
+        steps = stream(pair, s.prompt, **s.for_pair(pair).engine_kwargs())
         yield from progress_messages(steps, s.max_new_tokens, lambda trace: {"tokens": len(trace.positions),
                                                                              "max_new_tokens": s.max_new_tokens},
                                      Trace.to_dict)

@@ -1,7 +1,7 @@
 """What the controls mean for the engine: the alpha slider's range per rule, and the settings a run uses."""
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -65,6 +65,11 @@ def rule_info(rule):
     return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)")
 
 
+# gamma "auto" where a pair decodes on the compiled path, whose every block length is a graph of its own: the fastest
+# fixed gamma at the app's defaults on the 2-core EPYC (docs/benchmarks.md, the speed-up table).
+COMPILED_GAMMA = 3
+
+
 @dataclass(frozen=True)
 class Settings:
     """One run's inputs as the page holds them; ``pair_spec`` names the model pair ('tiny', 'draft -> target')."""
@@ -90,6 +95,10 @@ class Settings:
                    temperature_value(temperature),
                    whole_number(max_new_tokens, "max_new_tokens", 1, APP_MAX_NEW_TOKENS),
                    whole_number(seed, "seed", 0, MAX_SEED))
+
+    def for_pair(self, pair):
+        """These settings as ``pair`` runs them: on the compiled path gamma "auto" is COMPILED_GAMMA."""
+        return replace(self, gamma=COMPILED_GAMMA) if self.gamma == AUTO and pair.compiled else self
 
     def row_kwargs(self):
         """A row of a batch (the batch holds gamma)."""
