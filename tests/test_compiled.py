@@ -66,3 +66,12 @@ def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gam
     strategies = StrategiesHandlers(pairs, "tiny")
     *_, (_, lanes, status) = strategies.run("Hello", "v3", 0.5, 0.6, 0, 1.0, 0, 6)
     assert status.startswith("Done") and pairs.get("tiny").prices == {}
+
+
+def test_sweep_rows_on_the_compiled_path_project_nothing_and_measure_no_prices(pairs):
+    from sweeps.chain import run_chain
+
+    _, compiled = pairs
+    item = dict(prompt_id="a", category="fact", prompt="The cascade", reference=None, answer=None)
+    rows = run_chain(compiled, item, "v3", [0.5], 0, gamma=4, temperature=1.0, max_new_tokens=12)
+    assert rows[0]["tokens"] == 12 and rows[0]["projected_speedup"] is None and compiled.prices == {}
