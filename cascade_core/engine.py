@@ -342,18 +342,23 @@ def decode(pair, rows, gamma, successor=lambda row: None):
     if not going:
         yield []
         return
+    # Inference mode around each block, never across a yield: grad mode belongs to a thread and is restored on exit,
+    # so a context held across yields would end wherever the generator is resumed from (another thread: not in it)
+    # or when an interleaved generator leaves its own (the app advances up to four on one thread). A bundled
+    # 4-token verification with autograd recording took 107 ms against 62 ms.
     with torch.inference_mode():
         batch = Batch(pair, going, gamma)
         finished = batch.prefill()
-        while finished or batch.rows:
+    while True:
+        with torch.inference_mode():
             while finished:  # their successors join; a successor that fails at once makes way for its own
                 joining = runnable(finished)
                 finished = batch.join(joining) if joining else []
             if not batch.rows:
-                break
+                return
             live = batch.rows
             finished = batch.step()
-            yield live
+        yield live
 
 
 def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS):

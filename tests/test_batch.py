@@ -267,3 +267,28 @@ def test_lanes_of_dependent_runs_equal_fresh_runs(tiny64):
                 fresh = generate(tiny64, prompt_ids=ids(tiny64, prompt), rule=rule, alpha=alpha, seed=seed, gamma=3,
                                  max_new_tokens=24, details=False)
                 assert trace.tokens == fresh.tokens and trace.sources == fresh.sources, (width, rule, alpha)
+
+
+def test_every_forward_runs_in_inference_mode_however_generators_interleave_or_move_threads():
+    """The app advances up to four runs on one thread, and a generator may be resumed from another thread: inference
+    mode is entered around each block, so no forward records autograd (1.7x slower for the bundled target) and the
+    caller between blocks is not left in inference mode."""
+    import threading
+
+    from cascade_core import stream
+
+    pair = tiny_pair()
+    modes, forward = [], pair.target.forward
+    pair.target.forward = lambda *a, **kw: modes.append(torch.is_inference_mode_enabled()) or forward(*a, **kw)
+    first, second = (stream(pair, text, max_new_tokens=8, gamma=2) for text in ("Hello", "World"))
+    next(first)
+    assert not torch.is_inference_mode_enabled()
+    next(second)
+    finish(first)  # it finishes while the second is still under way
+    finish(second)
+    third = stream(pair, "Hi", max_new_tokens=8, gamma=2)
+    next(third)
+    resumed = threading.Thread(target=finish, args=(third,))
+    resumed.start()
+    resumed.join()
+    assert len(modes) > 6 and all(modes)
