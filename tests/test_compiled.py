@@ -46,26 +46,23 @@ def test_the_cli_and_the_app_offer_the_compiled_path(monkeypatch, capsys):
     assert loaded == [{"compiled": True}]
 
 
-def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gamma():
+def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gamma(pairs):
     """Explore's and Strategies' default gamma (0: auto) on `python app.py --compile`: the compiled path decodes
     fixed-length blocks, so the app runs COMPILED_GAMMA and measures no prices (each would be a graph to compile)."""
-    from functools import partial
-
     from app.callbacks import Handlers
     from app.controls import COMPILED_GAMMA
     from app.pairs import PairCache
     from app.strategies import StrategiesHandlers
-    from cascade_core import load_pair
     from test_app import SETTINGS
 
-    pairs = PairCache(loader=partial(load_pair, compiled=True))
-    *_, last = Handlers(pairs, "tiny").run(*{**SETTINGS, "gamma": 0, "max_new_tokens": 12}.values())
+    _, compiled = pairs
+    cache = PairCache(loader=lambda **spec: compiled)  # as `python app.py --compile` loads it, compiled once here
+    *_, last = Handlers(cache, "tiny").run(*{**SETTINGS, "gamma": 0, "max_new_tokens": 12}.values())
     trace = last.run.trace
     assert last.status.startswith("Done") and trace.settings["gamma"] == COMPILED_GAMMA and len(trace.tokens) == 12
-    assert last.run.prices is None and pairs.get("tiny").prices == {}
-    strategies = StrategiesHandlers(pairs, "tiny")
-    *_, (_, lanes, status) = strategies.run("Hello", "v3", 0.5, 0.6, 0, 1.0, 0, 6)
-    assert status.startswith("Done") and pairs.get("tiny").prices == {}
+    assert last.run.prices is None and compiled.prices == {}
+    *_, (_, _, status) = StrategiesHandlers(cache, "tiny").run("Hello", "v3", 0.5, 0.6, 0, 1.0, 0, 6)
+    assert status.startswith("Done") and compiled.prices == {}
 
 
 def test_sweep_rows_on_the_compiled_path_project_nothing_and_measure_no_prices(pairs):
