@@ -214,7 +214,7 @@ class Handlers:
                 pair = done.value
                 break
             yield status_only(markdown_text(message))
-        if not pair.compiled and missing_prices(pair, AUTO_GAMMAS):  # compiled: each price would be a new graph
+        if missing_prices(pair, AUTO_GAMMAS):
             yield status_only("Measuring this pair's calls on this machine (once; the cost model prices blocks with "
                               "them)…")
             ENGINE.call(measure_prices, pair, AUTO_GAMMAS)
@@ -225,9 +225,9 @@ class Handlers:
         them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
         browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the pair's
         measured calls (measured on the engine thread the first time, about a second), unless it is a baseline or
-        the pair is compiled (its one-token target call would be one more graph to compile)."""
+        the pair is compiled (prices.py prices no compiled pair)."""
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
-            priced = trace.finished and trace.stats["acceptance_rate"] is not None and not pair.compiled
+            priced = trace.finished and trace.stats["acceptance_rate"] is not None  # baselines project nothing
             prices = ENGINE.call(measured_prices, pair, trace.gamma) if priced else None
             view = self._view(Run(trace, s.pair_spec, prices), s.rule, s.alpha, cost_ratio, not trace.finished,
                               with_figures=trace.finished)

@@ -5,7 +5,8 @@ The cost model (costs.py) prices a block by three calls, each as the engine make
 (what target-only decoding pays per token), a one-token draft call, and the target's verification of a block's n
 tokens. In units of the first, c = draft / target and v(n) = verification(n) / target; the paper assumes v = 1,
 but a small CPU pays more for n rows than for one. Each price is measured the first time it is asked for and kept
-on the pair.
+on the pair. A pair on the compiled path is not priced: each call shape is a graph of its own to compile (about
+97 s on the 2-core EPYC), for shapes its decoding may never use.
 """
 import statistics
 import time
@@ -90,22 +91,27 @@ def _calls(gamma):
 
 
 def measured_prices(pair, gamma):
-    """The pair's prices for blocks of gamma + 1 tokens on this machine (measured once per pair and block length)."""
+    """The pair's prices for blocks of gamma + 1 tokens on this machine (measured once per pair and block length);
+    None on the compiled path."""
+    if pair.compiled:
+        return None
     measure_prices(pair, [gamma])
     return Prices(*(pair.prices[key] for key in _calls(gamma)), gamma + 1)
 
 
 def missing_prices(pair, gammas):
-    """Whether any price for blocks of these gammas is still to be measured."""
-    return any(key not in pair.prices for g in gammas for key in _calls(g))
+    """Whether any price for blocks of these gammas is still to be measured (none is, on the compiled path)."""
+    return not pair.compiled and any(key not in pair.prices for g in gammas for key in _calls(g))
 
 
 def measure_prices(pair, gammas):
-    """Measure every price blocks of these gammas need (those not measured yet), all in one alternation."""
-    compiled = pair.compiled or {}
+    """Measure every price blocks of these gammas need (those not measured yet), all in one alternation; nothing on
+    the compiled path."""
+    if not missing_prices(pair, gammas):
+        return
     missing = {key for g in gammas for key in _calls(g) if key not in pair.prices}
     model = {"target": pair.target, "draft": pair.draft}
-    pair.prices.update(calls_seconds({(role, n): (model[role], pair.vocab_size, n, compiled.get(role))
+    pair.prices.update(calls_seconds({(role, n): (model[role], pair.vocab_size, n, None)
                                       for role, n in sorted(missing)}))
 
 

@@ -43,23 +43,17 @@ def chain_lane(pair, item, rule, alphas, seed, temperature, max_new_tokens, shar
 
 def run_chain(pair, item, rule, alphas, seed, gamma=4, **settings):
     """One chain's rows at once."""
-    measure_row_prices(pair, gamma)
+    measure_prices(pair, [gamma])  # before any run's clock starts
     return finish(stream_lanes(pair, [chain_lane(pair, item, rule, alphas, seed, **settings)], gamma=gamma))[0]
-
-
-def measure_row_prices(pair, gamma):
-    """Measure the calls rows' projected speed-ups are priced with, before any run's clock starts; none on the
-    compiled path (each would be one more graph to compile), whose rows project nothing."""
-    if not pair.compiled:
-        measure_prices(pair, [gamma])
 
 
 def projected_speedup(pair, trace, acceptance, gamma):
     """Explore's projection: the cost model priced with the pair's calls as measured on this machine (once per pair
-    and gamma) and the run's own engine time per block, against target-only decoding."""
-    if pair.compiled:
-        return None
+    and gamma) and the run's own engine time per block, against target-only decoding; None for a pair that is not
+    priced (the compiled path)."""
     prices = measured_prices(pair, gamma)
+    if prices is None:
+        return None
     overhead = trace.stats["overhead_seconds_per_block"] or 0.0
     return priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead)
 

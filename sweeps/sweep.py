@@ -4,10 +4,11 @@ from typing import NamedTuple
 from cascade_core import MAX_BATCH_ROWS, RULES, finish, get_rule, mapped, stream_lanes
 from cascade_core.engine import one_run
 from cascade_core.models import parse_pair
+from cascade_core.prices import measure_prices
 from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
 
 from .alphas import alphas_per_rule, check_alphas, needs_pilot, parse_alphas
-from .chain import chain_lane, load_named_pair, measure_row_prices
+from .chain import chain_lane, load_named_pair
 from .store import SweepFolder
 
 PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
@@ -123,7 +124,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     else:
         chain_lanes = [reporting(chain_lane(pair, item, rule, per_rule[rule], seed, temperature, max_new_tokens,
                                             share_prefix), finished) for item, rule, seed in todo]
-        measure_row_prices(pair, gamma)
+        measure_prices(pair, [gamma])  # before any run's clock starts (the rows' projected speed-ups)
         steps = stream_lanes(pair, chain_lanes, gamma=gamma, width=lanes)
         yield from mapped(steps, lambda traces: Progress("chain", len(done), len(chains), traces))
     rows = [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
