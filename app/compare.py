@@ -9,7 +9,7 @@ from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
 from .callbacks import progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .controls import Settings, check_budget, run_controls
+from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu
 from .links import Linked
@@ -177,20 +177,26 @@ element.addEventListener('click', (event) => {
 """
 
 
-def build_compare(handlers, explore, tabs):
+def compare_linked():
+    """What a link sets on this tab (its fields' defaults)."""
+    return Linked("compare", dict(prompt=example_prompts()[0], **run_defaults(max_new_tokens=48)), "compare-run")
+
+
+def build_compare(handlers, explore, tabs, values):
+    """The tab, its fields at ``values``; returns them by name."""
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
-            prompt = gr.Textbox(label="Prompt", lines=2, value=example_prompts()[0], elem_id="compare-prompt")
+            prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="compare-prompt")
             preset = gr.Dropdown(list(PRESETS), value=FIRST, label="Preset rows (choosing one runs it)",
                                  elem_id="compare-preset")
-            values, cells = preset_cells(PRESETS[FIRST]), []
+            cell_values, cells = preset_cells(PRESETS[FIRST]), []
             for i in range(MAX_ROWS):
                 with gr.Row():
-                    cells.append(gr.Dropdown([""] + list(RULES), value=values[2 * i], label=f"row {i + 1}: rule",
+                    cells.append(gr.Dropdown([""] + list(RULES), value=cell_values[2 * i], label=f"row {i + 1}: rule",
                                              elem_id=f"compare-rule-{i}", min_width=120))
-                    cells.append(gr.Number(values[2 * i + 1], label="alpha", elem_id=f"compare-alpha-{i}",
+                    cells.append(gr.Number(cell_values[2 * i + 1], label="alpha", elem_id=f"compare-alpha-{i}",
                                            min_width=80))
-            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=48)
+            gamma, temperature, max_new_tokens, seed = run_controls(values)
             cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="cost ratio c for the projected speed-up")
             run = gr.Button("Compare", variant="primary", elem_id="compare-run")
             status = gr.Markdown("", elem_id="compare-status")
@@ -204,6 +210,4 @@ def build_compare(handlers, explore, tabs):
     run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
     rows.click(handlers.open_row, traces, explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    linked = Linked("compare", dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed,
-                                    max_new_tokens=max_new_tokens), "compare-run")
-    return dict(cells=cells, preset=preset, prompt=prompt, run=run, linked=linked)
+    return dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)

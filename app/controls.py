@@ -60,6 +60,13 @@ def clamp_alpha(rule, alpha):
     return min(max(alpha, lo), hi)
 
 
+def alpha_slider(rule, alpha, **kwargs):
+    """A tab's alpha slider for a rule: the rule's range, alpha held inside it, still where the rule reads none."""
+    lo, hi = alpha_slider_range(rule)
+    return gr.Slider(lo, hi, value=clamp_alpha(rule, alpha), step=0.01, label="alpha",
+                     interactive=alpha_is_used(rule), **kwargs)
+
+
 def rule_info(rule):
     record = RULES[rule]
     return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)")
@@ -127,15 +134,20 @@ def explore_gamma(value):
                          f"model's choice, got {shown(value)}") from None
 
 
-def run_controls(max_new_tokens, temperature=0.7, auto_gamma=False):
-    """gamma, temperature, max new tokens and seed, two to a row, as the Compare, Trade-off and Strategies tabs lay
-    them out; ``auto_gamma``: the gamma slider starts at 0, "auto" (its default)."""
+def run_defaults(max_new_tokens, auto_gamma=False):
+    """The defaults of ``run_controls``' fields (a tab's link fields): gamma 4 (or 0, "auto"), T 0.7, seed 0."""
+    return dict(gamma=0 if auto_gamma else 4, temperature=0.7, seed=0, max_new_tokens=max_new_tokens)
+
+
+def run_controls(values, auto_gamma=False):
+    """gamma, temperature, max new tokens and seed at ``values`` (a tab's fields), two to a row, as the Compare,
+    Trade-off and Strategies tabs lay them out; ``auto_gamma``: the gamma slider's 0 is "auto"."""
     with gr.Row():
-        gamma = (gr.Slider(0, MAX_GAMMA, value=0, step=1, precision=0, label="gamma (0: auto)") if auto_gamma else
-                 gr.Slider(1, MAX_GAMMA, value=4, step=1, precision=0, label="gamma"))
-        temperature = gr.Slider(0, 2, value=temperature, step=0.05, label="temperature")
+        gamma = gr.Slider(0 if auto_gamma else 1, MAX_GAMMA, value=values["gamma"], step=1, precision=0,
+                          label="gamma (0: auto)" if auto_gamma else "gamma")
+        temperature = gr.Slider(0, 2, value=values["temperature"], step=0.05, label="temperature")
     with gr.Row():
-        max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=max_new_tokens, step=1, precision=0,
+        max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=values["max_new_tokens"], step=1, precision=0,
                                    label="max new tokens")
-        seed = gr.Number(0, precision=0, label="seed")
+        seed = gr.Number(values["seed"], precision=0, label="seed")
     return gamma, temperature, max_new_tokens, seed

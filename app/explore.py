@@ -145,8 +145,10 @@ def build_explore(handlers: Handlers, pair_spec, public):
         button.click(lambda c=c: c, None, cost_ratio, **INSTANT).then(
             handlers.update_speedup, [run_state, cost_ratio], speedup, **INSTANT)
     answer.click(handlers.inspect, [run_state, rule, alpha], [inspector_text, inspector_plot], **INSTANT)
-    linked = Linked("explore", dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature,
-                                    seed=seed, max_new_tokens=max_new_tokens), "run", tuple(RULES), rule_text)
+    fields = dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed,
+                  max_new_tokens=max_new_tokens)
+    linked = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
+                    auto_gamma=True, fields=fields, rule_text=rule_text)
     return Explore(handlers, settings, view, run_state,
                    [prompt, rule, alpha, rule_text, gamma, temperature, max_new_tokens, seed], linked)
 

@@ -1,5 +1,5 @@
 """The page: a title, a share row (links that restore a view) and six tabs (Explore, Compare, Trade-off, Sandbox,
-Strategies, each with its API, and Learn); and launching it."""
+Strategies, each with its API, and Learn; all but Explore drawn when first opened); and launching it."""
 import functools
 import os
 from urllib.parse import parse_qsl
@@ -7,15 +7,16 @@ from urllib.parse import parse_qsl
 import gradio as gr
 
 from .callbacks import Handlers
-from .compare import CompareHandlers, build_compare
+from .compare import CompareHandlers, build_compare, compare_linked
 from .explore import build_explore
-from .learn import LearnHandlers, build_learn
-from .links import COPY_JS, CURRENT_VIEW_JS, PRESS_JS, link_inputs, link_to, restore_outputs, restored
-from .options import ASSETS, GENERATION_SLOTS, INSTANT
+from .lazy_tabs import lazy_tab
+from .learn import LearnHandlers, build_learn, learn_linked
+from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
+from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
 from .pairs import BUNDLED, SEED_PAIR, PairCache
-from .sandbox import SandboxHandlers, build_sandbox
-from .strategies import StrategiesHandlers, build_strategies
-from .tradeoff import TradeoffHandlers, build_tradeoff
+from .sandbox import SandboxHandlers, build_sandbox, sandbox_linked
+from .strategies import StrategiesHandlers, build_strategies, strategies_linked
+from .tradeoff import TradeoffHandlers, build_tradeoff, tradeoff_linked
 
 QUEUE_SIZE = 24  # calls that may wait for a generation slot (options.GENERATION_SLOTS), beyond those in them
 API = dict(concurrency_id="generate", concurrency_limit=GENERATION_SLOTS)
@@ -71,25 +72,24 @@ def build_app(pair_spec=None, public=None, pairs=None):
             link = gr.Textbox(show_label=False, placeholder="the link of the tab on screen, with its settings",
                               lines=1, max_lines=1, container=False, elem_id="link", scale=3)
         link_status = gr.Markdown("", elem_id="link-status")
-        # the page's address, the tab on screen (both read in the browser), the Run button a link presses and the
-        # page's query
-        address, on_screen, press, query = (gr.Textbox(visible=False) for _ in range(4))
+        # the Run button a link presses (a selector) and the page's query (read in the browser)
+        press, query = (gr.Textbox(visible=False) for _ in range(2))
         restore_button = gr.Button("restore the link's view", elem_id="restore-link", elem_classes=["offscreen"])
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
                 explore = build_explore(handlers, pair_spec, public)
-            with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
-                compared = build_compare(compare, explore, tabs)
-            with gr.Tab("Trade-off", id="tradeoff", elem_id="tab-tradeoff"):
-                traded = build_tradeoff(tradeoff, explore, tabs)
-            with gr.Tab("Sandbox", id="sandbox", elem_id="tab-sandbox"):
-                boxed = build_sandbox(sandbox, explore)
-            with gr.Tab("Strategies", id="strategies", elem_id="tab-strategies"):
-                strategized = build_strategies(strategies)
-            linked = [explore.linked, compared["linked"], traded, boxed, strategized]
-            with gr.Tab("Learn", id="learn", elem_id="tab-learn"):
-                linked.append(build_learn(LearnHandlers(pairs, pair_spec, tradeoff), list(linked), tabs,
-                                          link_status, press))
+                copy_link_button(explore.linked, explore.linked.fields, runs, link)
+            # the other tabs are drawn when first opened (app.lazy_tabs), each in the view a link or a lesson asks
+            linked = [explore.linked, compare_linked(), tradeoff_linked(), sandbox_linked(), strategies_linked()]
+            lazy_tab("Compare", linked[1], lambda values: build_compare(compare, explore, tabs, values), runs, link)
+            lazy_tab("Trade-off", linked[2], lambda values: build_tradeoff(tradeoff, explore, tabs, values), runs,
+                     link)
+            lazy_tab("Sandbox", linked[3], lambda values: build_sandbox(sandbox, explore, values), runs, link)
+            lazy_tab("Strategies", linked[4], lambda values: build_strategies(strategies, values), runs, link)
+            learn, opened = learn_linked(), list(linked)
+            linked.append(learn)
+            lazy_tab("Learn", learn, lambda values: build_learn(LearnHandlers(pairs, pair_spec, tradeoff), opened,
+                                                                tabs, link_status, press, values), runs, link)
 
         lessons.click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
 
@@ -100,11 +100,9 @@ def build_app(pair_spec=None, public=None, pairs=None):
         # Only a page opened with a query asks the server (the load event presses the hidden restore button, whose
         # event reads the query in the browser): a plain page load makes no call.
         demo.load(None, js="() => { if (window.location.search) document.querySelector('#restore-link')?.click(); }")
-        restore_button.click(restore, query, restore_outputs(linked, tabs, link_status, press), show_progress="hidden",
-                             js="() => window.location.search", **INSTANT).then(None, press, press, js=PRESS_JS)
-        copy.click(lambda base, tab, run, *values: link_to(base, tab, run, linked, *values),
-                   [address, on_screen, runs, *link_inputs(linked)], link, js=CURRENT_VIEW_JS, **INSTANT).then(
-            None, link, link, js=COPY_JS)
+        restore_button.click(restore, query, restore_outputs(linked, tabs, link_status, press),
+                             js="() => window.location.search", **QUEUED_INSTANT).then(None, press, press, js=PRESS_JS)
+        copy.click(None, js=COPY_TAB_ON_SCREEN_JS)
 
         def forget_session(request: gr.Request):
             """A closed page: free its session's state (its runs) now rather than when the store is full."""

@@ -16,7 +16,7 @@ from .compare import compare_steps, label, progress_line, row_stats, tokens_aske
 from .controls import Settings
 from .gpu import gpu
 from .links import PRESS_JS, Linked, restore_outputs, restored
-from .options import GENERATING, INSTANT, example_prompts
+from .options import GENERATING, INSTANT, QUEUED_INSTANT, example_prompts
 from .sandbox import START, SandboxHandlers
 from .tradeoff import TradeoffHandlers
 from .viz.compare import compare_html
@@ -272,10 +272,16 @@ def rows_html(traces):
     return compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources) for t in traces])
 
 
-def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press):
-    """The lessons in a walkthrough; ``linked``: the other tabs' Linked, which "Open it in ..." restores."""
-    step_box = gr.Number(1, precision=0, visible=False)
-    with gr.Walkthrough(selected=1, elem_id="lessons") as walkthrough:
+def learn_linked():
+    """What a link sets on this tab: the lesson on screen."""
+    return Linked("learn", dict(step=1), steps=len(LESSONS))
+
+
+def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, values):
+    """The lessons in a walkthrough at lesson ``values["step"]``; ``linked``: the other tabs' Linked, which "Open
+    it in ..." restores. Returns its field (the lesson on screen) by name."""
+    step_box = gr.Number(values["step"], precision=0, visible=False)
+    with gr.Walkthrough(selected=values["step"], elem_id="lessons") as walkthrough:
         for k, lesson in enumerate(LESSONS, 1):
             with gr.Step(f"{k}. {lesson.short}", id=k, elem_id=f"lesson-{k}") as step:
                 gr.Markdown(introduction(k, lesson))
@@ -300,8 +306,6 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press):
             step.select(lambda k=k: k, None, step_box, **INSTANT)
             run.click(functools.partial(handlers.run, k - 1), None, [rows, plot, look], **GENERATING)
             opened.click(lambda params=lesson.link(): restored(params, linked), None,
-                         restore_outputs(linked, tabs, link_status, press), **INSTANT).then(
+                         restore_outputs(linked, tabs, link_status, press), **QUEUED_INSTANT).then(
                 None, press, press, js=PRESS_JS)
-    return Linked("learn", dict(step=step_box), steps=len(LESSONS), redrawn=(walkthrough,),
-                  redraw=lambda values: (gr.Walkthrough(selected=values.get("step", 1)),))
-
+    return dict(step=step_box)

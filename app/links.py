@@ -2,6 +2,7 @@
 ``alpha``, ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``; ``step`` for a lesson) set a tab and its
 controls, ``run=1`` runs it, and the "copy link" control writes the link of the view on screen. A bad value gets
 one sentence naming it and leaves that control at its default; the rest of the link still applies."""
+import itertools
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -13,6 +14,7 @@ from cascade_core.values import shown
 
 from .callbacks import Handlers
 from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range
+from .options import INSTANT
 from .viz.format import markdown_text
 
 TABS = ("explore", "compare", "tradeoff", "sandbox", "strategies", "learn")
@@ -22,21 +24,23 @@ MAX_TEMPERATURE = 2.0  # the sliders' end (the engine itself allows more)
 
 @dataclass
 class Linked:
-    """What a link can set on one tab: its controls by field name, the button run=1 presses, the rules its rule
-    control offers, the text that follows the rule, and other components a restored view redraws
-    (``redraw(values)`` gives their values)."""
+    """What a link can set on one tab: its fields' defaults by name, the button run=1 presses, the rules its rule
+    control offers, whether its gamma takes "auto" (0), a lesson path's length; and where a restored view goes:
+    into the controls themselves for a tab drawn with the page (``fields``, and ``rule_text``, the text that follows
+    the rule), or into the state a tab drawn later is drawn from (``view``: app.lazy_tabs)."""
 
     tab: str
-    fields: dict
+    defaults: dict
     run_button: str | None = None
     rules: tuple = ()
-    rule_text: object = None
+    auto_gamma: bool = False
     steps: int = 0  # a lesson path's length (the learn tab's ``step``)
-    redrawn: tuple = ()
-    redraw: object = None
+    fields: dict | None = None
+    rule_text: object = None
+    view: object = None
 
     def default(self, name):
-        return self.fields[name].value
+        return self.defaults[name]
 
 
 def number(text, name):
@@ -70,7 +74,7 @@ def checked(name, text, linked, values):
         if temperature > MAX_TEMPERATURE:
             raise ValueError(f"temperature must be 0 (greedy) or a number up to {MAX_TEMPERATURE:g}, got {shown(text)}")
         return temperature
-    if name == "gamma" and linked.fields[name].minimum == 0:  # Explore's slider: 0 is "auto"
+    if name == "gamma" and linked.auto_gamma:  # a slider whose 0 is "auto"
         return 0 if text == "auto" else whole_number(number(text, name), name, 0, MAX_GAMMA)
     limits = {"gamma": (1, MAX_GAMMA), "seed": (0, MAX_SEED), "max_new_tokens": (1, APP_MAX_NEW_TOKENS),
               "step": (1, linked.steps)}
@@ -93,7 +97,7 @@ def read_link(params, linked_by_tab):
         errors.append(f"run must be 1 (run the view) or 0, got {shown(run)}")
     linked, values = linked_by_tab[tab], {}
     for name in FIELDS:  # rule before alpha: alpha is checked against the link's rule
-        if name in params and name in linked.fields:
+        if name in params and name in linked.defaults:
             try:
                 values[name] = checked(name, params[name], linked, values)
             except ValueError as error:
@@ -102,12 +106,17 @@ def read_link(params, linked_by_tab):
 
 
 def restored(params, all_linked):
-    """The outputs of a page load for these query parameters, in ``restore_outputs``' order."""
+    """The outputs of a page load for these query parameters, in ``restore_outputs``' order: the tab, the message,
+    each tab's controls (or the view a tab drawn later is drawn in) and the Run button to press (a selector)."""
     linked, values, run, errors = read_link(params, {linked.tab: linked for linked in all_linked})
     message = "  \n".join([f"⚠️ {markdown_text(error)}." for error in errors] +
                            ["The rest of the link is used; those controls keep their defaults."] * bool(errors))
+    view = dict(values=values, nonce=next(VIEWS))
     out = [gr.Tabs(selected=linked.tab) if params else gr.skip(), message]
     for other in all_linked:
+        if other.view is not None:
+            out.append(view if other is linked else gr.skip())
+            continue
         mine = dict(values) if other is linked else {}
         rule_text = gr.skip()
         if "rule" in other.fields and ("rule" in mine or "alpha" in mine):
@@ -116,53 +125,68 @@ def restored(params, all_linked):
             mine["alpha"], rule_text = Handlers.rule_changed(rule, mine.get("alpha", other.default("alpha")))
         out += [mine.get(name, gr.skip()) for name in other.fields]
         out += [rule_text] if other.rule_text is not None else []
-        out += list(other.redraw(values)) if mine and other.redrawn else [gr.skip()] * len(other.redrawn)
-    return out + [linked.run_button if run else ""]
+    if not run:
+        return out + [""]
+    # a tab drawn later: its button once drawn in this view (an earlier drawing's button may still be on screen)
+    return out + [f".{view_class(view)} #{linked.run_button}" if linked.view is not None else f"#{linked.run_button}"]
 
 
-def restore_outputs(all_linked, tabs, status, run_button_box):
+def restore_outputs(all_linked, tabs, status, press):
     """The components ``restored`` sets, in its order."""
     out = [tabs, status]
     for linked in all_linked:
-        out += list(linked.fields.values()) + ([linked.rule_text] if linked.rule_text is not None else [])
-        out += list(linked.redrawn)
-    return out + [run_button_box]
+        if linked.view is not None:
+            out.append(linked.view)
+        else:
+            out += list(linked.fields.values()) + ([linked.rule_text] if linked.rule_text is not None else [])
+    return out + [press]
 
 
-def link_inputs(all_linked):
-    return [component for linked in all_linked for component in linked.fields.values()]
+VIEWS = itertools.count(1)  # each restored view's number: a view asked for twice still draws its tab again
 
 
-def link_to(base, tab, run, all_linked, *values):
-    """The link of a view: the page's address and the tab's fields as they are now (run=1 when asked)."""
-    at, params = 0, {"tab": tab}
-    for linked in all_linked:
-        names = list(linked.fields)
-        if linked.tab == tab:
-            params.update({name: value for name, value in zip(names, values[at: at + len(names)])
-                           if value is not None and value != ""})
-            if run and linked.run_button:
-                params["run"] = 1
-        at += len(names)
+def view_class(view):
+    """The class of a tab drawn in this view (a link's Run waits for it)."""
+    return f"view-{view['nonce']}"
+
+
+def link_to(base, linked, run, *values):
+    """The link of a tab's view: the page's address and its fields as they are now, in ``linked.defaults``' order
+    (run=1 when asked and the tab has a Run)."""
+    params = {"tab": linked.tab}
+    params.update({name: value for name, value in zip(linked.defaults, values) if value is not None and value != ""})
+    if run and linked.run_button:
+        params["run"] = 1
     return f"{base}?{urlencode(params)}"
 
 
-# The page's address without its query, and the tab on screen (the copy-link event reads both in the browser).
-CURRENT_VIEW_JS = """(base, tab, ...rest) => {
+def copy_link_button(linked, fields, runs, link):
+    """A tab's own copy-link event, on a hidden button the page's "copy link" presses for the tab on screen: the
+    link of its fields as they are now, written to ``link`` and the clipboard."""
+    button = gr.Button("copy this tab's link", elem_id=f"copy-link-{linked.tab}", elem_classes=["offscreen"])
+    button.click(lambda base, run, *values: link_to(base, linked, run, *values),
+                 [link, runs, *(fields[name] for name in linked.defaults)], link, js=PAGE_ADDRESS_JS,
+                 **INSTANT).then(None, link, link, js=COPY_JS)
+
+
+# The page's address without its query (replacing the link box's old text, the first input).
+PAGE_ADDRESS_JS = "(link, ...rest) => [window.location.origin + window.location.pathname, ...rest]"
+# The page's "copy link" presses the hidden copy button of the tab on screen.
+COPY_TAB_ON_SCREEN_JS = """() => {
   const selected = document.querySelector('#tabs [role="tab"][aria-selected="true"]');
   const ids = {'Explore': 'explore', 'Compare': 'compare', 'Trade-off': 'tradeoff', 'Sandbox': 'sandbox',
                'Strategies': 'strategies', 'Learn': 'learn'};
-  return [window.location.origin + window.location.pathname, ids[selected?.innerText.trim()] || 'explore', ...rest];
+  document.querySelector('#copy-link-' + (ids[selected?.innerText.trim()] || 'explore'))?.click();
 }"""
 COPY_JS = "(link) => { navigator.clipboard?.writeText(link).catch(() => {}); return link; }"
-# run=1: press the restored tab's Run button once its controls hold the link's values (a tab not shown before is
-# drawn when selected: wait for its button, up to 5 s).
+# run=1: press the restored tab's Run button (a selector) once its controls hold the link's values (a tab drawn
+# later is drawn by a call of its own: wait for its button, up to 10 s).
 PRESS_JS = """(button) => {
   let tries = 0;
   const press = () => {
-    const found = button && document.querySelector('#' + button);
+    const found = button && document.querySelector(button);
     if (found) found.click();
-    else if (button && tries++ < 50) setTimeout(press, 100);
+    else if (button && tries++ < 100) setTimeout(press, 100);
   };
   press();
   return button;

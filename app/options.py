@@ -13,6 +13,8 @@ QUIET = dict(api_visibility="undocumented")
 GENERATION_SLOTS = 4
 GENERATING = dict(QUIET, concurrency_id="generate", concurrency_limit=GENERATION_SLOTS, show_progress="hidden")
 INSTANT = dict(QUIET, concurrency_limit=None, queue=False)
+# Quick events that set a gr.State others listen to: a State's change fires only for events that went through the queue.
+QUEUED_INSTANT = dict(QUIET, concurrency_limit=None, show_progress="hidden")
 
 
 def example_prompts():

@@ -9,7 +9,7 @@ from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
 
 from .callbacks import Handlers, raises_for_client
-from .controls import alpha_slider_range, rule_info
+from .controls import alpha_slider, alpha_slider_range, rule_info
 from .links import Linked
 from .options import INSTANT
 from .viz.format import html_text
@@ -68,14 +68,19 @@ class SandboxHandlers:
                                                    "rejection_prob", "output")})
 
 
-def build_sandbox(handlers, explore):
+def sandbox_linked():
+    """What a link sets on this tab (its fields' defaults)."""
+    return Linked("sandbox", dict(rule="v3", alpha=0.5), rules=tuple(RULES))
+
+
+def build_sandbox(handlers, explore, values):
+    """The tab, its rule and alpha at ``values`` and its numbers drawn for them; returns its fields by name."""
     labels, q, p = START
     with gr.Row():
         with gr.Column(scale=1, min_width=340):
-            rule = gr.Dropdown(list(RULES), value="v3", label="Rule", elem_id="sandbox-rule")
-            rule_text = gr.Markdown(rule_info("v3"))
-            lo, hi = alpha_slider_range("v3")
-            alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="sandbox-alpha")
+            rule = gr.Dropdown(list(RULES), value=values["rule"], label="Rule", elem_id="sandbox-rule")
+            rule_text = gr.Markdown(rule_info(values["rule"]))
+            alpha = alpha_slider(values["rule"], values["alpha"], elem_id="sandbox-alpha")
             gr.Markdown("Token, q (draft) and p (target) weights; each model's weights are normalised.")
             cells = [[], [], []]
             for i in range(SIZE):
@@ -90,8 +95,8 @@ def build_sandbox(handlers, explore):
                 position = gr.Number(None, precision=0, label="Explore token #", min_width=100, elem_id="sandbox-position")
                 load = gr.Button("Load q and p from Explore's run", elem_id="sandbox-load")
         with gr.Column(scale=2):
-            # drawn here, not on page load: a load event would fetch plotly's 4.6 MB script before the page is ready
-            figure, explanation, _ = handlers.update("v3", 0.5, *labels, *q, *p)
+            # drawn here, not by a load event: that would fetch plotly's 4.6 MB script before the tab is ready
+            figure, explanation, _ = handlers.update(values["rule"], alpha.value, *labels, *q, *p)
             plot = gr.Plot(figure, label="One decision", elem_id="sandbox-plot")
             text = gr.HTML(explanation, elem_id="sandbox-text")
             timing = gr.Markdown("", elem_id="sandbox-timing")
@@ -106,6 +111,4 @@ def build_sandbox(handlers, explore):
         handlers.update, everything, outputs, **live)
     load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
         handlers.update, everything, outputs, **live)
-    return Linked("sandbox", dict(rule=rule, alpha=alpha), rules=tuple(RULES), rule_text=rule_text,
-                  redrawn=tuple(outputs), redraw=lambda values: handlers.update(
-                      values.get("rule", rule.value), values.get("alpha", alpha.value), *labels, *q, *p))
+    return dict(rule=rule, alpha=alpha)

@@ -7,7 +7,7 @@ from cascade_core.strategies import STRATEGIES, strategy_steps
 from cascade_core.values import is_number, shown
 
 from .callbacks import Handlers, progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .controls import Settings, alpha_slider_range, check_budget, run_controls
+from .controls import Settings, alpha_slider, check_budget, run_controls, run_defaults
 from .gpu import gpu
 from .links import Linked
 from .options import GENERATING, INSTANT, example_prompts
@@ -78,17 +78,23 @@ class StrategiesHandlers:
                                                     for lane in lanes])
 
 
-def build_strategies(handlers):
-    lo, hi = alpha_slider_range("v3")
+def strategies_linked():
+    """What a link sets on this tab (its fields' defaults)."""
+    return Linked("strategies", dict(prompt=example_prompts()[0], rule="v3", alpha=0.5,
+                                     **run_defaults(max_new_tokens=48, auto_gamma=True)),
+                  "strategies-run", CASCADE_RULES, auto_gamma=True)
+
+
+def build_strategies(handlers, values):
+    """The tab, its fields at ``values``; returns them by name."""
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
-            prompt = gr.Textbox(label="Prompt", lines=2, value=example_prompts()[0], elem_id="strategies-prompt")
-            rule = gr.Dropdown(list(CASCADE_RULES), value="v3", label="Rule",
-                               elem_id="strategies-rule")
-            alpha = gr.Slider(lo, hi, value=0.5, step=0.01, label="alpha", elem_id="strategies-alpha")
+            prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="strategies-prompt")
+            rule = gr.Dropdown(list(CASCADE_RULES), value=values["rule"], label="Rule", elem_id="strategies-rule")
+            alpha = alpha_slider(values["rule"], values["alpha"], elem_id="strategies-alpha")
             threshold = gr.Slider(0, 1, value=0.6, step=0.01, elem_id="strategies-threshold",
                                   label="cascade threshold: the target answers again if the draft's mean max q is below")
-            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=48, auto_gamma=True)
+            gamma, temperature, max_new_tokens, seed = run_controls(values, auto_gamma=True)
             run = gr.Button("Run the four strategies", variant="primary", elem_id="strategies-run")
             status = gr.Markdown("", elem_id="strategies-status")
         with gr.Column(scale=2):
@@ -97,5 +103,5 @@ def build_strategies(handlers):
     rule.input(lambda r, a: Handlers.rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
     run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
-    return Linked("strategies", dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature,
-                                     seed=seed, max_new_tokens=max_new_tokens), "strategies-run", CASCADE_RULES)
+    return dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed,
+                max_new_tokens=max_new_tokens)

@@ -12,7 +12,7 @@ from sweeps.report import summarise
 from sweeps.sweep import sweep_steps
 
 from .callbacks import progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .controls import Settings, check_budget, run_controls
+from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu
 from .links import Linked
@@ -130,14 +130,20 @@ class TradeoffHandlers:
         yield from progress_messages(self.frontier_steps(s, rules, alphas), tokens, progress, lambda rows: rows)
 
 
-def build_tradeoff(handlers, explore, tabs):
+def tradeoff_linked():
+    """What a link sets on this tab (its fields' defaults)."""
+    return Linked("tradeoff", dict(prompt=example_prompts()[0], **run_defaults(max_new_tokens=32)), "tradeoff-run")
+
+
+def build_tradeoff(handlers, explore, tabs, values):
+    """The tab, its fields at ``values``; returns them by name."""
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
-            prompt = gr.Textbox(label="Prompt", lines=2, value=example_prompts()[0], elem_id="tradeoff-prompt")
+            prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="tradeoff-prompt")
             rules = gr.CheckboxGroup(RULE_CHOICES, value=DEFAULT_RULES, label="Rules", elem_id="tradeoff-rules")
             alphas = gr.Textbox("auto:6", label="alphas: auto:N (spread over deferral rates), or numbers",
                                 elem_id="tradeoff-alphas")
-            gamma, temperature, max_new_tokens, seed = run_controls(max_new_tokens=32)
+            gamma, temperature, max_new_tokens, seed = run_controls(values)
             share = gr.Checkbox(True, label="prefix sharing (each alpha resumes where a decision first flips)")
             x_axis = gr.Radio([("target calls per token", "calls"), ("projected speed-up", "speedup")], value="calls",
                               label="x axis", elem_id="tradeoff-x")
@@ -160,5 +166,4 @@ def build_tradeoff(handlers, explore, tabs):
     open_button.click(handlers.open_point, [rows, point, prompt, gamma, temperature, seed, max_new_tokens],
                       explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return Linked("tradeoff", dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed,
-                                   max_new_tokens=max_new_tokens), "tradeoff-run")
+    return dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)

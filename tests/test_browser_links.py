@@ -28,8 +28,8 @@ def test_a_bad_link_says_why_and_opens_the_rest(tiny_app_url):
     with open_page(tiny_app_url + "?tab=sandbox&rule=v1&alpha=9") as page:
         page.wait_for_function("() => document.querySelector('#link-status')?.innerText.includes('alpha=9')")
         assert "outside rule 'v1''s range" in page.inner_text("#link-status")
-        assert page.locator("#tab-sandbox").is_visible()
         page.wait_for_function("() => document.querySelector('#sandbox-text')?.innerText.startsWith('v1')")
+        assert page.locator("#tab-sandbox").is_visible()
 
 
 def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):

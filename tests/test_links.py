@@ -4,31 +4,28 @@ from urllib.parse import parse_qsl, urlsplit
 import gradio as gr
 import pytest
 
-from app.learn import LESSONS, LOOK_FOR, LearnHandlers
-from app.links import Linked, link_to, read_link, restore_outputs, restored
+from app.learn import LESSONS, LOOK_FOR, LearnHandlers, learn_linked
+from app.links import Linked, link_to, read_link, restore_outputs, restored, view_class
 from app.pairs import PairCache
-from app.tradeoff import TradeoffHandlers
+from app.sandbox import sandbox_linked
+from app.strategies import strategies_linked
+from app.tradeoff import TradeoffHandlers, tradeoff_linked
 from cascade_core import RULES, generate
 
 
 @pytest.fixture(scope="module")
 def linked():
+    """Explore's Linked with controls (drawn with the page), and the other tabs' own, each with its view state."""
     with gr.Blocks():
-        explore = Linked("explore", dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), rule=gr.Dropdown(list(RULES), value="v3"),
-                                         alpha=gr.Slider(0, 1, value=0.5), gamma=gr.Slider(1, 16, value=4),
-                                         temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0),
-                                         max_new_tokens=gr.Slider(1, 1024, value=64)),
-                         "run", tuple(RULES), gr.Markdown())
-        sandbox = Linked("sandbox", dict(rule=gr.Dropdown(list(RULES), value="v3"), alpha=gr.Slider(0, 1, value=0.5)),
-                         rules=tuple(RULES), redrawn=(gr.Plot(),), redraw=lambda values: ("drawn",))
-        learn = Linked("learn", dict(step=gr.Number(1)), steps=len(LESSONS))
-        runs = dict(gamma=gr.Slider(1, 16, value=4), temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0),
-                    max_new_tokens=gr.Slider(1, 1024, value=48))
-        tradeoff = Linked("tradeoff", dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), **runs), "tradeoff-run")
-        strategies = Linked("strategies", dict(prompt=gr.Textbox("x"), rule=gr.Dropdown(["chow", "v3"], value="v3"),
-                                               alpha=gr.Slider(0, 1, value=0.5), **runs), "strategies-run",
-                            ("chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild"))
-    return [explore, sandbox, learn, tradeoff, strategies]
+        fields = dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), rule=gr.Dropdown(list(RULES), value="v3"),
+                      alpha=gr.Slider(0, 1, value=0.5), gamma=gr.Slider(1, 16, value=4),
+                      temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0), max_new_tokens=gr.Slider(1, 1024, value=64))
+        explore = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
+                         fields=fields, rule_text=gr.Markdown())
+        others = [sandbox_linked(), learn_linked(), tradeoff_linked(), strategies_linked()]
+        for other in others:
+            other.view = gr.State(None)
+    return [explore, *others]
 
 
 def by_tab(linked):
@@ -77,22 +74,34 @@ def test_restored_outputs_match_their_components_and_the_slider_follows_the_rule
     assert len(values) == len(outputs)
     alpha = values[2 + list(linked[0].fields).index("alpha")]
     assert (alpha["minimum"], alpha["maximum"], alpha["value"]) == (-2.0, 2.0, -1.5)
-    assert values[-1] == "run" and values[0].selected == "explore"
-    sandbox = restored(dict(tab="sandbox", rule="v1"), linked)
-    assert "drawn" in sandbox and sandbox[-1] == ""  # redrawn; the sandbox has no Run to press
+    assert values[-1] == "#run" and values[0].selected == "explore"
     plain = restored({}, linked)
     assert plain[1] == "" and all(isinstance(v, type(gr.skip())) for v in plain[:1] + plain[2:-1])
 
 
+def test_a_tab_drawn_later_gets_the_links_view_and_its_run_waits_for_that_drawing(linked):
+    """Its view state holds the link's values; every restore is a new view (so a tab asked twice is drawn again),
+    and run=1 presses the Run button drawn in that view, not one still on screen from before."""
+    outputs = restore_outputs(linked, gr.Tabs(), gr.Markdown(), gr.Textbox())
+    sandbox = restored(dict(tab="sandbox", rule="v1"), linked)
+    at = outputs.index(linked[1].view)
+    assert sandbox[at]["values"] == dict(rule="v1") and sandbox[-1] == ""  # the sandbox has no Run to press
+    assert all(isinstance(sandbox[outputs.index(other.view)], type(gr.skip())) for other in linked[2:])
+    first = restored(dict(tab="strategies", alpha="0.3", run="1"), linked)
+    again = restored(dict(tab="strategies", alpha="0.3", run="1"), linked)
+    at = outputs.index(linked[4].view)
+    assert first[at]["values"] == again[at]["values"] == dict(alpha=0.3) and first[at] != again[at]
+    assert again[-1] == f".{view_class(again[at])} #strategies-run"
+
+
 def test_a_copied_link_opens_the_same_view(linked):
-    values = ["Hello & goodbye?", "chow", 0.25, 3, 0.5, 7, 20, "v1", 0.1, 4]
-    url = link_to("http://host/", "explore", True, linked, *values)
+    values = ["Hello & goodbye?", "chow", 0.25, 3, 0.5, 7, 20]
+    url = link_to("http://host/", linked[0], True, *values)
     params = dict(parse_qsl(urlsplit(url).query))
     tab, read, run, errors = read_link(params, by_tab(linked))
     assert tab.tab == "explore" and run and not errors
-    assert read == dict(zip(linked[0].fields, values[:7]))
-    assert dict(parse_qsl(urlsplit(link_to("http://host/", "learn", True, linked, *values)).query)) == \
-        dict(tab="learn", step="4")
+    assert read == dict(zip(linked[0].fields, values))
+    assert dict(parse_qsl(urlsplit(link_to("http://host/", linked[2], True, 4)).query)) == dict(tab="learn", step="4")
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +142,12 @@ def test_each_lessons_link_opens_its_tab_in_its_state(linked):
         opens = dict(lesson.opens)
         assert tab.tab == opens["tab"] and errors == [] and run == (tab.tab != "sandbox")
         assert {k: v for k, v in values.items() if k in opens} == {k: v for k, v in opens.items() if k != "tab"}
-        if "max_new_tokens" in tab.fields:
+        if "max_new_tokens" in tab.defaults:
             assert values["max_new_tokens"] == lesson.max_new_tokens and values["temperature"] == lesson.temperature
 
 
 def test_explore_gamma_takes_auto_as_its_sliders_zero():
-    with gr.Blocks():
-        explore = Linked("explore", dict(gamma=gr.Slider(0, 16, value=0)), "run")
+    explore = Linked("explore", dict(gamma=0), "run", auto_gamma=True)
     for text, expected in (("auto", 0), ("0", 0), ("3", 3)):
         assert read_link(dict(gamma=text), {"explore": explore})[1] == dict(gamma=expected)
     assert read_link(dict(gamma="17"), {"explore": explore})[3] == ["gamma must be a whole number from 0 to 16, got 17"]
