@@ -45,3 +45,29 @@ def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
         page.wait_for_selector("#lesson-2-run")
         page.click("#copy-link")
         page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('step=2')")
+
+
+VIEW_OF = "(id) => [...document.querySelector('#' + id)?.closest('[class*=\"view-\"]')?.classList || []].find(c => c.startsWith('view-'))"
+DONE_IN_VIEW = ("([view, id]) => document.querySelector('.' + view + ' #' + id)?.innerText.startsWith('Done')")
+
+
+def test_tabs_are_drawn_when_opened_and_a_lesson_draws_its_tab_again_in_its_state(tiny_app_url):
+    """The page opens with Explore's controls only; a link opens Learn at lesson 6, whose "Open it in Strategies"
+    draws that tab in the lesson's state and runs it; opened again after a change there, it is drawn again, and
+    the run waits for that drawing."""
+    with open_page(tiny_app_url + "?tab=learn&step=6", height=1100) as page:
+        page.wait_for_selector("#lesson-6-open")
+        assert page.locator("#strategies-run").count() == 0 and page.locator("#compare-run").count() == 0
+        page.click("#lesson-6-open")
+        page.wait_for_selector("#strategies-run")
+        first = page.evaluate(VIEW_OF, "strategies-run")
+        page.wait_for_function(DONE_IN_VIEW, arg=[first, "strategies-status"], timeout=60000)
+        assert page.input_value("#strategies-alpha input[type=number]") == "0.5"
+        page.fill("#strategies-alpha input[type=number]", "0.9")
+        page.press("#strategies-alpha input[type=number]", "Enter")
+        page.click("button[role=tab]:has-text('Learn')")
+        page.click("#lesson-6-open")
+        page.wait_for_function(f"() => ({VIEW_OF})('strategies-run') && ({VIEW_OF})('strategies-run') !== '{first}'")
+        second = page.evaluate(VIEW_OF, "strategies-run")
+        page.wait_for_function(DONE_IN_VIEW, arg=[second, "strategies-status"], timeout=60000)
+        assert page.input_value("#strategies-alpha input[type=number]") == "0.5"

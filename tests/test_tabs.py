@@ -129,3 +129,15 @@ def test_sandbox_residual_where_a_rejection_can_happen():
     assert sum(numbers["residual"]) == pytest.approx(1)
     assert numbers["rejection_prob"] == pytest.approx(sum(max(0, a - b) for a, b in zip(numbers["q"], numbers["pi"])))
     assert "rejected with probability" in SandboxHandlers.update("v3", 0.2, *labels, *q, *p)[1]
+
+
+def test_the_page_carries_explore_only_and_the_other_tabs_come_when_drawn():
+    """A page load sets up Explore's components and events alone (each costs load time even in a tab not on
+    screen: docs/app-benchmarks.md); the other tabs are empty until a render draws them."""
+    from app import build_app
+
+    config = build_app("tiny", pairs=PairCache()).get_config_file()
+    ids = {c["props"].get("elem_id") for c in config["components"]}
+    assert {"run", "prompt", "alpha", "copy-link-explore"} <= ids
+    assert {f"tab-{tab}" for tab in ("compare", "tradeoff", "sandbox", "strategies", "learn")} <= ids
+    assert not ids & {"compare-run", "tradeoff-run", "sandbox-plot", "strategies-run", "lessons", "lesson-1-run"}
