@@ -86,10 +86,10 @@ def build_app(pair_spec=None, public=None, pairs=None):
                      link)
             lazy_tab("Sandbox", linked[3], lambda values: build_sandbox(sandbox, explore, values), runs, link)
             lazy_tab("Strategies", linked[4], lambda values: build_strategies(strategies, values), runs, link)
-            learn, opened = learn_linked(), list(linked)
+            learn, opened, lessons_run = learn_linked(), list(linked), LearnHandlers(pairs, pair_spec, tradeoff)
             linked.append(learn)
-            lazy_tab("Learn", learn, lambda values: build_learn(LearnHandlers(pairs, pair_spec, tradeoff), opened,
-                                                                tabs, link_status, press, values), runs, link)
+            lazy_tab("Learn", learn, lambda values: build_learn(lessons_run, opened, tabs, link_status, press, values),
+                     runs, link)
 
         lessons.click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
 
