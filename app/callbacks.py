@@ -14,7 +14,7 @@ from cascade_core.prices import measure_prices, measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
 from cascade_core.explain import explain
 
-from .controls import Settings, alpha_is_used, alpha_slider_range, clamp_alpha, rule_info
+from .controls import Settings, alpha_slider_props, alpha_slider_range, rule_info
 from .gpu import gpu
 from .worker import ENGINE
 from .viz import figures
@@ -280,9 +280,7 @@ class Handlers:
     def rule_changed(rule, alpha):
         """The alpha slider follows the rule's natural range (alpha-free rules disable it); the rule's
         one-line explanation is shown under it. Outputs: alpha slider, rule explanation."""
-        lo, hi = alpha_slider_range(rule)
-        return (gr.update(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=alpha_is_used(rule)),
-                rule_info(rule))
+        return gr.update(**alpha_slider_props(rule, alpha)), rule_info(rule)
 
     @staticmethod
     def recolour(run, rule, alpha):

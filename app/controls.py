@@ -60,11 +60,16 @@ def clamp_alpha(rule, alpha):
     return min(max(alpha, lo), hi)
 
 
-def alpha_slider(rule, alpha, **kwargs):
-    """A tab's alpha slider for a rule: the rule's range, alpha held inside it, still where the rule reads none."""
+def alpha_slider_props(rule, alpha):
+    """The alpha slider as it follows a rule: the rule's range, alpha held inside it, still where the rule reads
+    none (a new slider's arguments, or a rule change's update)."""
     lo, hi = alpha_slider_range(rule)
-    return gr.Slider(lo, hi, value=clamp_alpha(rule, alpha), step=0.01, label="alpha",
-                     interactive=alpha_is_used(rule), **kwargs)
+    return dict(minimum=lo, maximum=hi, value=clamp_alpha(rule, alpha), interactive=alpha_is_used(rule))
+
+
+def alpha_slider(rule, alpha, **kwargs):
+    """A tab's alpha slider for a rule (``alpha_slider_props``)."""
+    return gr.Slider(**alpha_slider_props(rule, alpha), step=0.01, label="alpha", **kwargs)
 
 
 def rule_info(rule):

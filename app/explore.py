@@ -7,7 +7,7 @@ import gradio as gr
 from cascade_core import MAX_GAMMA, RULES
 
 from .callbacks import Handlers, Recoloured, View
-from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, cost_presets, rule_info
+from .controls import APP_MAX_NEW_TOKENS, alpha_slider, cost_presets, rule_info
 from .links import Linked
 from .options import ASSETS, GENERATING, INSTANT, QUIET, example_prompts, how_to_read
 from .pairs import CHOICES
@@ -73,7 +73,6 @@ class Explore:
 
 def build_explore(handlers: Handlers, pair_spec, public):
     choices = CHOICES if any(value == pair_spec for _, value in CHOICES) else CHOICES + [(pair_spec, pair_spec)]
-    lo, hi = alpha_slider_range(DEFAULT_RULE)
     run_state = gr.State(None)
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
@@ -87,7 +86,7 @@ def build_explore(handlers: Handlers, pair_spec, public):
                                    else "public mode: allow-listed models only")
             rule = gr.Dropdown([(r, r) for r in RULES], value=DEFAULT_RULE, label="Rule", elem_id="rule")
             rule_text = gr.Markdown(rule_info(DEFAULT_RULE), elem_id="rule-info")
-            alpha = gr.Slider(lo, hi, value=DEFAULT_ALPHA, step=0.01, label="alpha", elem_id="alpha")
+            alpha = alpha_slider(DEFAULT_RULE, DEFAULT_ALPHA, elem_id="alpha")
             with gr.Row():
                 gamma = gr.Slider(0, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, precision=0,
                                   label="gamma (0: auto)", info="draft block; auto: the cost model's pick",

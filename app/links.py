@@ -172,11 +172,11 @@ def copy_link_button(linked, fields, runs, link):
 # The page's address without its query (replacing the link box's old text, the first input).
 PAGE_ADDRESS_JS = "(link, ...rest) => [window.location.origin + window.location.pathname, ...rest]"
 # The page's "copy link" presses the hidden copy button of the tab on screen.
+# (Its button's id is the tab's elem_id, "tab-<name>", and "-button".)
 COPY_TAB_ON_SCREEN_JS = """() => {
   const selected = document.querySelector('#tabs [role="tab"][aria-selected="true"]');
-  const ids = {'Explore': 'explore', 'Compare': 'compare', 'Trade-off': 'tradeoff', 'Sandbox': 'sandbox',
-               'Strategies': 'strategies', 'Learn': 'learn'};
-  document.querySelector('#copy-link-' + (ids[selected?.innerText.trim()] || 'explore'))?.click();
+  const tab = selected?.id.match(/^tab-(.+)-button$/)?.[1] || 'explore';
+  document.querySelector('#copy-link-' + tab)?.click();
 }"""
 COPY_JS = "(link) => { navigator.clipboard?.writeText(link).catch(() => {}); return link; }"
 # run=1: press the restored tab's Run button (a selector) once its controls hold the link's values (a tab drawn
