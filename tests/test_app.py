@@ -12,6 +12,7 @@ from app.pairs import PairCache, check_public
 from app.viz.format import markdown_text
 from cascade_core.models import parse_pair
 from cascade_core import Trace, generate, load_pair
+from same_results import assert_same
 
 TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block"}
 SETTINGS = dict(prompt="Hello there", pair="tiny", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
@@ -54,7 +55,7 @@ def test_run_api_agrees_with_generate(client, tiny, rule, alpha):
     expected = generate(tiny, args.pop("prompt"), **args)
     assert trace.tokens == expected.tokens
     assert trace.sources == expected.sources
-    assert untimed(trace.stats) == untimed(expected.stats)
+    assert_same(untimed(trace.stats), untimed(expected.stats), "stats")  # the app's engine thread: other threads
     assert trace.settings["rule"] == rule
 
 

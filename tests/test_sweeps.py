@@ -12,6 +12,7 @@ import pytest
 
 from cascade_core import RULES, load_pair
 from cascade_core.costs import priced_speedup
+from same_results import assert_same
 from sweeps import load_prompts, sweep
 from sweeps.alphas import OPEN_TOP, auto_alphas
 from sweeps.chain import TIMING_FIELDS, run_chain
@@ -43,10 +44,10 @@ def prompts(tmp_path_factory):
 
 
 def untimed(rows):
-    """Rows without timing fields, floats rounded to 5 decimals: where blocks start elsewhere (a resumed run, other
-    thread counts) the target's p of the same token differs by float32 rounding, ~1e-6."""
-    return [{k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()
-             if k not in TIMING_FIELDS + ("generated_tokens",)} for r in rows]
+    """Rows without timing fields (and the work prefix sharing saves). Their floats are compared within
+    same_results' tolerance: where blocks start elsewhere (a resumed run, a Ray worker's one thread, another CPU's
+    kernels) the target's p of the same token differs by float32 rounding, ~1e-7 relative."""
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS + ("generated_tokens",)} for r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ def test_rows_have_every_key_and_one_row_per_setting(fresh_rows, prompts):
 
 def test_prefix_sharing_changes_only_the_work(tiny, prompts, fresh_rows):
     shared = sweep("tiny", prompts, RULES_SWEPT, "auto:4", [0, 1], share_prefix=True, pair=tiny, **SETTINGS)
-    assert untimed(shared) == untimed(fresh_rows)
+    assert_same(untimed(shared), untimed(fresh_rows), "rows")
     assert sum(r["generated_tokens"] for r in shared) < sum(r["generated_tokens"] for r in fresh_rows)
 
 
@@ -173,7 +174,7 @@ def test_an_interrupted_sweep_resumes_to_the_same_rows(tmp_path, tiny):
     resumed = [json.loads(line) for line in rows_file.read_text().splitlines()]
     whole = sweep("tiny", load_prompts(tmp_path / "p.jsonl"), ["chow", "v3"], [0.3, 0.6, 0.9], [0], gamma=4,
                   max_new_tokens=200, pair=tiny)
-    assert untimed(resumed) == untimed(whole)
+    assert_same(untimed(resumed), untimed(whole), "rows")
     assert (tmp_path / "out" / "summary.csv").exists() and (tmp_path / "out" / "report.html").exists()
 
 
@@ -191,8 +192,33 @@ def local_ray():
 
 def test_ray_rows_equal_in_process_rows(local_ray, tiny, prompts, fresh_rows):
     on_ray = sweep("tiny", prompts, RULES_SWEPT, "auto:4", [0, 1], ray=True, **SETTINGS)
-    assert untimed(on_ray) == untimed(sweep("tiny", prompts, RULES_SWEPT, "auto:4", [0, 1], pair=tiny, **SETTINGS))
-    assert untimed(on_ray) == untimed(fresh_rows)
+    assert_same(untimed(on_ray), untimed(sweep("tiny", prompts, RULES_SWEPT, "auto:4", [0, 1], pair=tiny, **SETTINGS)),
+                "rows")
+    assert_same(untimed(on_ray), untimed(fresh_rows), "rows")
+
+
+@pytest.mark.parametrize("change, caught", [
+    (dict(target_nll=lambda v: v * (1 + 1e-7)), False),  # another CPU's summation order: the same row
+    (dict(target_nll=lambda v: v + 1e-7), False),
+    (dict(target_nll=lambda v: v * 1.001), True),
+    (dict(tokens=lambda v: v + 1), True),
+    (dict(text=lambda v: v + "!"), True),
+    (dict(target_calls=lambda v: v + 1), True),
+    (dict(rule=lambda v: "v1"), True),
+    (dict(alpha=lambda v: None), True),
+    (dict(rouge_l=lambda v: 0.5), True),  # None against a number
+])
+def test_rows_compare_discrete_fields_exactly_and_floats_within_a_tolerance(fresh_rows, change, caught):
+    """What the cross-process comparisons above accept: float noise of a few ulps, never a changed token, text,
+    count or rule."""
+    (key, how), = change.items()
+    i = next(i for i, r in enumerate(fresh_rows) if r["alpha"] is not None and r["rouge_l"] is None)
+    changed = [dict(r, **{key: how(r[key])}) if j == i else r for j, r in enumerate(fresh_rows)]
+    if caught:
+        with pytest.raises(AssertionError, match=f"rows\\[{i}\\]\\['{key}'\\]"):
+            assert_same(untimed(changed), untimed(fresh_rows), "rows")
+    else:
+        assert_same(untimed(changed), untimed(fresh_rows), "rows")
 
 
 def test_summary_ignores_missing_measures(fresh_rows):
