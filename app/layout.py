@@ -9,7 +9,7 @@ import gradio as gr
 from .callbacks import Handlers
 from .compare import CompareHandlers, build_compare, compare_linked
 from .explore import build_explore
-from .lazy_tabs import lazy_tab
+from .lazy_tabs import add_view_states, lazy_tab
 from .learn import LearnHandlers, build_learn, learn_linked
 from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
 from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
@@ -75,18 +75,20 @@ def build_app(pair_spec=None, public=None, pairs=None):
         # the Run button a link presses (a selector) and the page's query (read in the browser)
         press, query = (gr.Textbox(visible=False) for _ in range(2))
         restore_button = gr.Button("restore the link's view", elem_id="restore-link", elem_classes=["offscreen"])
+        # the tabs after Explore are drawn when first opened (app.lazy_tabs), each in the view a link or a lesson asks
+        later = add_view_states([compare_linked(), tradeoff_linked(), sandbox_linked(), strategies_linked(),
+                                 learn_linked()])
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
                 explore = build_explore(handlers, pair_spec, public)
                 copy_link_button(explore.linked, explore.linked.fields, runs, link)
-            # the other tabs are drawn when first opened (app.lazy_tabs), each in the view a link or a lesson asks
-            linked = [explore.linked, compare_linked(), tradeoff_linked(), sandbox_linked(), strategies_linked()]
+            linked = [explore.linked, *later[:4]]
             lazy_tab("Compare", linked[1], lambda values: build_compare(compare, explore, tabs, values), runs, link)
             lazy_tab("Trade-off", linked[2], lambda values: build_tradeoff(tradeoff, explore, tabs, values), runs,
                      link)
             lazy_tab("Sandbox", linked[3], lambda values: build_sandbox(sandbox, explore, values), runs, link)
             lazy_tab("Strategies", linked[4], lambda values: build_strategies(strategies, values), runs, link)
-            learn, opened, lessons_run = learn_linked(), list(linked), LearnHandlers(pairs, pair_spec, tradeoff)
+            learn, opened, lessons_run = later[4], list(linked), LearnHandlers(pairs, pair_spec, tradeoff)
             linked.append(learn)
             lazy_tab("Learn", learn, lambda values: build_learn(lessons_run, opened, tabs, link_status, press, values),
                      runs, link)

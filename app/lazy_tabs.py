@@ -24,11 +24,20 @@ def controls_in(block):
         yield from controls_in(child)
 
 
-def lazy_tab(label, linked, build, runs, link):
-    """A tab (``linked``: its Linked, whose view state this sets) drawn by ``build(values)``, which lays out its
-    components from the link's values over its defaults and returns its fields by name; with its copy-link event."""
-    with gr.Tab(label, id=linked.tab, elem_id=f"tab-{linked.tab}") as tab:
+def add_view_states(all_linked):
+    """The view state of each tab drawn later (Linked.view), made outside the Tabs: a State inside a tab fires its
+    change when the tab is first shown, so a tab opened by a link was drawn twice, and the link's Run, pressed in
+    the first drawing, named an event the second had removed (gradio's ``KeyError`` in ``get_fn``, an "Error")."""
+    for linked in all_linked:
         linked.view = gr.State(None)
+    return all_linked
+
+
+def lazy_tab(label, linked, build, runs, link):
+    """A tab (``linked``: its Linked, with its view state from ``add_view_states``) drawn by ``build(values)``,
+    which lays out its components from the link's values over its defaults and returns its fields by name; with
+    its copy-link event."""
+    with gr.Tab(label, id=linked.tab, elem_id=f"tab-{linked.tab}") as tab:
         # drawn into a column: a render whose container is the Tab itself adds a second tab button and draws nothing
         with gr.Column():
             @gr.render(inputs=linked.view, triggers=[linked.view.change])

@@ -2,6 +2,8 @@
 link says why and opens the rest, a lesson step runs and says what to look for. Screenshots go to docs/screenshots/."""
 from urllib.parse import parse_qsl, urlsplit
 
+import pytest
+
 from test_browser import SCREENSHOTS, open_page
 
 LINK = ("?tab=explore&prompt=Hello+there&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
@@ -71,3 +73,17 @@ def test_tabs_are_drawn_when_opened_and_a_lesson_draws_its_tab_again_in_its_stat
         second = page.evaluate(VIEW_OF, "strategies-run")
         page.wait_for_function(DONE_IN_VIEW, arg=[second, "strategies-status"], timeout=60000)
         assert page.input_value("#strategies-alpha input[type=number]") == "0.5"
+
+
+@pytest.mark.parametrize("tab, fields", [("compare", "max_new_tokens=8"), ("tradeoff", "max_new_tokens=8"),
+                                         ("strategies", "max_new_tokens=16")])
+def test_a_link_that_runs_a_tab_drawn_later_runs_to_done(tiny_app_url, tab, fields):
+    """Opened fresh, the link draws its tab once and presses that drawing's Run: no error, no server 500."""
+    failed = []
+    with open_page(f"{tiny_app_url}?tab={tab}&{fields}&run=1") as page:
+        page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 500 else None)
+        page.wait_for_function(f"() => /^(Done|Error)/.test(document.querySelector('#{tab}-status')?.innerText)",
+                               timeout=90000)
+        assert page.inner_text(f"#{tab}-status").startswith("Done"), page.inner_text(f"#{tab}-status")
+        assert page.locator(f"#{tab}-run").count() == 1  # drawn once
+        assert not failed and not page.locator(".toast-body").count()
