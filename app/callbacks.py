@@ -1,6 +1,7 @@
 """Event handlers: run, recolour, re-run, inspect, stop, and the /run API. They call cascade_core for
 every number and app.viz for every picture."""
 import functools
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -171,6 +172,47 @@ def recolour_status(run, rule, alpha, first_changed):
             "will be regenerated on release (or press Re-run); the prefix is reused.")
 
 
+class Ticket:
+    """One run a page streams: whether Stop was pressed for it, or a newer run of the page took its view."""
+
+    def __init__(self):
+        self.stop_asked = self.superseded = False
+
+
+class PageRuns:
+    """The run each page (a session) is streaming into Explore's view: at most one."""
+
+    def __init__(self):
+        self._running, self._lock = {}, threading.Lock()
+
+    @staticmethod
+    def _page(request):
+        return getattr(request, "session_hash", None)
+
+    def start(self, request):
+        ticket, page = Ticket(), self._page(request)
+        with self._lock:
+            if page is not None:
+                previous = self._running.get(page)
+                if previous is not None:
+                    previous.superseded = True
+                self._running[page] = ticket
+        return ticket
+
+    def finish(self, ticket):
+        with self._lock:
+            for page in [page for page, running in self._running.items() if running is ticket]:
+                del self._running[page]
+
+    def stop(self, request):
+        """Ask the page's run to stop; whether one was running."""
+        with self._lock:
+            ticket = self._running.get(self._page(request))
+            if ticket is not None:
+                ticket.stop_asked = True
+            return ticket is not None
+
+
 LIVE_HANDLERS = {}
 
 
@@ -185,6 +227,7 @@ class Handlers:
         self.pairs = pairs
         self.default_pair_spec = default_pair_spec
         self.unread = unread  # messages the app holds for a session that no client has read yet
+        self.runs = PageRuns()
         LIVE_HANDLERS[id(self)] = self
 
     def __reduce__(self):
@@ -233,10 +276,43 @@ class Handlers:
                               with_figures=trace.finished)
             yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view
 
+    def run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
+            request: gr.Request = None):
+        """Run from scratch, streaming block by block (the page's one run: see ``_supervised``)."""
+        views = self._run(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio)
+        yield from self._supervised(views, request, rule, alpha, cost_ratio)
+
+    def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
+              request: gr.Request = None):
+        """Regenerate what the new settings change (see ``_rerun``), as the page's one run."""
+        views = self._rerun(run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                            cost_ratio)
+        yield from self._supervised(views, request, rule, alpha, cost_ratio, run)
+
+    def _supervised(self, views, request, rule, alpha, cost_ratio, run=None):
+        """A page streams one run into its view. Its views are checked after every block, here in the server's
+        process (on ZeroGPU the run itself is in a forked GPU process): a newer run of the same page (a Run pressed
+        while a rule change regenerates) takes the view, and this one ends without a word; Stop ends it with the
+        partial trace and says so. Closing ``views`` stops the engine's work between two blocks."""
+        ticket = self.runs.start(request)
+        try:
+            for view in views:
+                if ticket.superseded:
+                    return
+                if ticket.stop_asked:
+                    views.close()
+                    yield self.stopped(run, rule, alpha, cost_ratio)
+                    return
+                if isinstance(view.run, Run):
+                    run = view.run
+                yield view
+        finally:
+            views.close()
+            self.runs.finish(ticket)
+
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"])
-    def run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
-        """Run from scratch, streaming block by block."""
+    def _run(self, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                  auto_gamma=True)
         loaded = yield from self._load(s.pair_spec)
@@ -245,9 +321,9 @@ class Handlers:
 
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"])
-    def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
-        """Regenerate what the new settings change: from the first flipped token after a rule/alpha
-        change, from scratch after any other change (gamma alone: same text, new costs)."""
+    def _rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+        """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma
+        alone: same text, new costs)."""
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                  auto_gamma=True)
         if run is None:
@@ -267,10 +343,16 @@ class Handlers:
         resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())
         yield from self._stream(resumed, s, cost_ratio, loaded)
 
+    def stop(self, request: gr.Request = None):
+        """Stop pressed: the page's run ends at its next block and shows what it has (``_supervised``)."""
+        if self.runs.stop(request):
+            return "Stopping after this block…"
+        return "Nothing is running; Run starts a run, Re-run regenerates what a change affects."
+
     def stopped(self, run, rule, alpha, cost_ratio):
         """After Stop: the partial trace with fresh figures; Re-run continues it."""
         if run is None:
-            return status_only("Stopped.")
+            return status_only("Stopped before the first token.")
         return self._view(run, rule, alpha, cost_ratio, running=False,
                           status=f"Stopped after {len(run.trace.positions)} tokens; Re-run continues from there.")
 

@@ -9,7 +9,7 @@ from cascade_core import MAX_GAMMA, RULES
 from .callbacks import Handlers, Recoloured, View
 from .controls import APP_MAX_NEW_TOKENS, alpha_slider, cost_presets, rule_info
 from .links import Linked
-from .options import ASSETS, GENERATING, INSTANT, QUIET, example_prompts, how_to_read
+from .options import ASSETS, GENERATING, INSTANT, example_prompts, how_to_read
 from .pairs import CHOICES
 from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import inspector_html, legend_html, tokens_html
@@ -127,17 +127,17 @@ def build_explore(handlers: Handlers, pair_spec, public):
     settings = [prompt, pair_box, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio]
     view = list(View(run_state, answer, stats, speedup, step_plot, alpha_plot, status))
     live = list(Recoloured(answer, step_plot, alpha_plot, status))
-    run_event = run_button.click(handlers.run, settings, view, api_name="run_ui", **GENERATING)
-    prompt_event = prompt.submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING)
-    rerun_triggers = [rerun_button.click(handlers.rerun, [run_state, *settings], view, **GENERATING),
-                      alpha.release(handlers.rerun, [run_state, *settings], view, **GENERATING),
-                      gamma.release(handlers.rerun, [run_state, *settings], view, **GENERATING)]
+    # one run per page (Handlers._supervised): a newer one takes the view from the one before
+    run_button.click(handlers.run, settings, view, api_name="run_ui", **GENERATING)
+    prompt.submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING)
+    for release in (rerun_button.click, alpha.release, gamma.release):
+        release(handlers.rerun, [run_state, *settings], view, **GENERATING)
     # .input, not .change: another tab opening a run here sets the rule without asking for a re-run
-    rule_event = rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
+    rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
         handlers.recolour, [run_state, rule, alpha], live, **INSTANT).then(
         handlers.rerun, [run_state, *settings], view, **GENERATING)
-    stop_button.click(handlers.stopped, [run_state, rule, alpha, cost_ratio], view,
-                      cancels=[run_event, prompt_event, rule_event, *rerun_triggers], **QUIET)
+    # no cancels: a cancelled stream's last message could land after Stop's and leave "Generating…" on screen
+    stop_button.click(handlers.stop, None, status, **INSTANT)
     alpha.input(handlers.recolour, [run_state, rule, alpha], live, trigger_mode="always_last", **INSTANT)
     cost_ratio.input(handlers.update_speedup, [run_state, cost_ratio], speedup, **INSTANT)
     for button, (_, c) in zip(buttons, presets):

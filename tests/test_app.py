@@ -165,6 +165,33 @@ def test_stop_keeps_the_partial_trace(handlers):
     assert view.run is run and "Stopped after" in view.status
 
 
+def test_stop_ends_the_pages_run_at_its_next_block_and_says_so(handlers):
+    """Stop: the run's own last view is the stopped one (nothing streams after it), with the partial trace."""
+    page = gr.Request(session_hash="page-1")
+    assert handlers.stop(page).startswith("Nothing is running")
+    views = handlers.run(*{**SETTINGS, "gamma": 2}.values(), request=page)
+    seen = [next(v for v in views if isinstance(v.run, Run))]
+    assert handlers.stop(gr.Request(session_hash="another page")).startswith("Nothing is running")
+    assert handlers.stop(page).startswith("Stopping")
+    seen += list(views)
+    assert len(seen) == 2 and seen[-1].status.startswith("Stopped after")
+    assert len(seen[-1].run.trace.positions) == len(seen[0].run.trace.positions) < SETTINGS["max_new_tokens"]
+    assert handlers.stop(page).startswith("Nothing is running")  # the run is over
+
+
+def test_a_newer_run_of_the_page_takes_its_view(handlers):
+    """A rule change's re-run and a Run pressed just after: the first ends without another word at its next
+    block; the second streams to Done."""
+    page = gr.Request(session_hash="page-2")
+    first = handlers.run(*SETTINGS.values(), request=page)
+    next(v for v in first if isinstance(v.run, Run))
+    second = handlers.run(*{**SETTINGS, "rule": "chow"}.values(), request=page)
+    views = list(second)
+    assert list(first) == []
+    assert views[-1].status.startswith("Done") and views[-1].run.trace.settings["rule"] == "chow"
+    assert views[-1].run.trace.tokens == fresh(handlers.pairs.get("tiny"), rule="chow").tokens
+
+
 @pytest.mark.parametrize("overrides, message", [
     (dict(prompt=""), "prompt is empty"),
     (dict(pair="just-one-id"), "not understood"),

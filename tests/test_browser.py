@@ -147,3 +147,41 @@ def test_rule_change_moves_the_slider_and_reruns(page):
     page.wait_for_function("() => document.querySelector('#alpha input[type=range]').min === '-2'")
     choose_rule(page, "lossless")
     page.wait_for_function("() => document.querySelector('#alpha input[type=range]').disabled")
+
+
+def set_number(page, selector, value):
+    page.fill(f"{selector} input[type=number]", str(value))
+    page.press(f"{selector} input[type=number]", "Enter")
+
+
+STATUS = "() => document.querySelector('#status')?.innerText || ''"
+
+
+def test_stop_says_stopped_and_nothing_streams_after_it(page):
+    set_number(page, "#max-new-tokens", 1024)
+    page.click("#run")
+    page.wait_for_function(f"() => ({STATUS})().startsWith('Generating')", timeout=30000)
+    page.click("#stop")
+    page.wait_for_function(f"() => ({STATUS})().startsWith('Stopped after')", timeout=30000)
+    stopped, count = page.evaluate(STATUS), page.locator("#answer .tok").count()
+    page.wait_for_timeout(1500)
+    assert page.evaluate(STATUS) == stopped and page.locator("#answer .tok").count() == count
+    assert stopped.startswith(f"Stopped after {count} tokens") and 0 < count < 1024
+    assert page.locator("#answer .cursor").count() == 0
+    page.click("#stop")
+    page.wait_for_function(f"() => ({STATUS})().startsWith('Nothing is running')")
+    set_number(page, "#max-new-tokens", 64)
+
+
+def test_a_run_pressed_during_a_rule_changes_rerun_is_the_one_shown(page):
+    """The rule change starts a re-run; Run pressed at once takes the view: one Done, the Run's own tokens."""
+    choose_rule(page, "v1")
+    page.click("#run")
+    page.wait_for_function(f"() => ({STATUS})().startsWith('Done')", timeout=30000)
+    done = page.evaluate(STATUS)
+    page.wait_for_timeout(1500)
+    assert page.evaluate(STATUS) == done
+    alpha = float(page.input_value("#alpha input[type=number]"))
+    expected = generate(load_pair("tiny"), PROMPT, **{**RUN, "rule": "v1", "alpha": alpha})
+    assert token_classes(page) == expected.sources
+    assert "Re-run from" not in page.inner_text("#stats")
