@@ -19,8 +19,11 @@ BELOW_OPEN_TOP = 0.01  # a range open at its top (lossy's [0, 1)) stops one slid
 
 
 def alpha_slider_range(rule):
-    """(minimum, maximum) of the alpha slider for a rule: its natural range, infinite ends shown as +-2."""
+    """(minimum, maximum) of the alpha slider for a rule: its natural range, infinite ends shown as +-2; [0, 1] for a
+    rule that reads no alpha (its disabled slider kept the range of the rule before: opt's -2..2)."""
     record = RULES[rule]
+    if not record.alpha_used:
+        return 0.0, 1.0
     lo, hi = record.alpha_range
     lo = -OPEN_END if math.isinf(lo) else lo
     hi = OPEN_END if math.isinf(hi) else hi

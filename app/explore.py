@@ -103,7 +103,7 @@ def build_explore(handlers: Handlers, pair_spec, public):
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
             status = gr.Markdown("", elem_id="status")
         with gr.Column(scale=2):
-            gr.HTML(legend_html(), elem_id="legend")
+            gr.HTML(legend_html(("target", "draft")), elem_id="legend")
             answer = gr.HTML(tokens_html([], [], DEFAULT_RULE), elem_id="answer", js_on_load=ANSWER_JS)
             with gr.Row():
                 with gr.Column():
@@ -115,7 +115,7 @@ def build_explore(handlers: Handlers, pair_spec, public):
                     buttons = [gr.Button(label, size="sm", elem_classes=["cost-preset"]) for label, _ in presets]
                     speedup = gr.Markdown(speedup_markdown(None, None, DEFAULT_COST_RATIO, None, None),
                                           elem_id="speedup")
-            with gr.Group(elem_id="inspector"):
+            with gr.Group(elem_classes=["inspector"]):  # an elem_id: Gradio gives a Group's two divs the same id
                 inspector_text = gr.HTML(inspector_html(), elem_id="inspector-text")
                 inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
     with gr.Row():

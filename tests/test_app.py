@@ -223,6 +223,8 @@ def test_slider_follows_the_rule():
     assert alpha_slider_range("bild") == (0.0, 10.0)
     update, text = Handlers.rule_changed("lossless", 0.3)
     assert update["interactive"] is False and "alpha is ignored" in text
+    assert (update["minimum"], update["maximum"]) == (0.0, 1.0)  # not the rule before's range
+    assert Handlers.rule_changed("target", -1.5)[0]["value"] == 0.0
     update, text = Handlers.rule_changed("opt", 0.3)
     assert (update["minimum"], update["maximum"], update["value"]) == (-2.0, 2.0, 0.3)
     assert Handlers.rule_changed("lossy", 1.5)[0]["value"] == 0.99

@@ -77,9 +77,15 @@ def test_tooltip_has_proposal_numbers_and_rule_a_star():
         assert fragment in tip
 
 
-def test_baseline_tooltip_shows_unknowns_and_infinity():
-    tip = tooltip(0, position("a", q_x=None, max_q=None, a_star={"target": math.inf}), "deferred", "target")
-    assert "q(x) = –" in tip and "a*(target) = ∞" in tip
+def test_a_baselines_tokens_have_a_label_of_their_own():
+    """Target-only tokens are not "deferred" (nothing was checked or kept) and name no draft proposal."""
+    pos = position("a", q_x=None, max_q=None, a_star={"target": math.inf})
+    tip = tooltip(0, pos, "target-only", "target")
+    assert tip == "#0 'a'  (target-only)\nsampled from the target alone   p(x) = 0.400"
+    html = tokens_html([pos], ["deferred"], "target")
+    assert 'class="tok target-only"' in html and "deferred" not in html and "proposed" not in html
+    assert 'class="tok draft-only"' in tokens_html([position("b")], ["accepted"], "draft")
+    assert "target alone" in legend_html(["v3", "target"]) and "target alone" not in legend_html(["v3"])
 
 
 def test_empty_answer_and_legend():
@@ -107,12 +113,27 @@ def test_step_figure_has_statistics_and_threshold(trace):
     assert "threshold: (1 - alpha) * max p" in names
     threshold = fig.data[names.index("threshold: (1 - alpha) * max p")]
     assert threshold.y[0] == pytest.approx(0.7 * trace.positions[0]["max_p"])
-    assert list(fig.data[0].customdata) == [html.escape(repr(p["text"])) for p in trace.positions]
+    assert list(fig.data[0].customdata) == [html.escape(repr(p["text"]), quote=False) for p in trace.positions]
 
 
-def test_step_figure_puts_bild_on_its_own_axis(trace):
+def test_step_figure_puts_bild_on_its_own_scale_in_the_top_panel(trace):
+    """D(q, p) is no probability: the top panel's axis takes its scale (it was a right-hand axis drawn over the
+    whole figure, the max q / max p / TV panels included)."""
     fig = figures.step_figure(trace.positions, trace.sources, "bild", 2.0)
-    assert [t.yaxis for t in fig.data if t.name.startswith("threshold")] == ["y2"]
+    on = {t.yaxis for t in fig.data if t.name.startswith(("threshold", "D(q, p)"))}
+    assert on == {"y"} and fig.layout.yaxis.title.text == "D(q, p)" and fig.layout.yaxis.range is None
+    assert fig.layout.yaxis.domain == tuple(figures.STEP_PANELS["y"]) and "yaxis2" not in fig.to_dict()["layout"]
+    assert {t.yaxis for t in fig.data[:3]} == {"y3", "y4", "y5"}
+
+
+def test_plot_labels_show_quotes_as_typed():
+    """plotly decodes no &quot;: a token "'s" showed as &quot;'s&quot; in the inspector's bars and title."""
+    pos = {"proposal": 1, "token": 1, "proposal_text": "'s", "top_q": [[1, "'s", 0.6], [2, "<b>", 0.4]],
+           "top_p": [[1, "'s", 0.5], [2, "<b>", 0.5]], "a_star": {}}
+    fig = figures.inspector_figure(pos, "v3", 0.5)
+    labels = [label for t in fig.data for label in t.y] + [fig.layout.title.text]
+    assert "&quot;" not in " ".join(labels) and "&#x27;" not in " ".join(labels)
+    assert "\"'s\" " in labels and "'&lt;b&gt;' " in labels
 
 
 def points(fig):

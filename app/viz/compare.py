@@ -3,7 +3,7 @@ first token where a row's text leaves the row above marked."""
 import html
 
 from .format import number
-from .tokens import token_span
+from .tokens import legend_html, token_span
 
 WHY = ("Every row uses the same seed, so every position draws the same random numbers: rows agree until a rule's "
        "decision changes the text, and the first token where a row leaves the row above is outlined.")
@@ -35,7 +35,8 @@ def compare_html(rows):
                      f'title="open this row in Explore">{html.escape(label)}</button>{note}'
                      f'<div class="tokens aligned">{"".join(cells)}</div></div>')
         above = tokens
-    return f'<div class="compare"><p class="why">{html.escape(WHY)}</p>{"".join(lines)}</div>'
+    legend = legend_html([label.split()[0] for label, _, _ in rows], regenerates=False)
+    return f'<div class="compare">{legend}<p class="why">{html.escape(WHY)}</p>{"".join(lines)}</div>'
 
 
 def compare_stats_markdown(stats_rows):

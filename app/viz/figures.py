@@ -11,8 +11,8 @@ from cascade_core.explain import threshold
 from .format import clip, number, plot_text
 from .tokens import COLOURS
 
-# Statistics on the probability scale share the left axis; BiLD's cross-entropy and lossy's p/q ratio
-# live on their own scale, so they go on the right axis.
+# Statistics on the probability scale get the top panel's axis from 0 to 1; BiLD's cross-entropy and lossy's p/q
+# ratio a scale of their own there.
 PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
 # Marker shapes repeat the provenance colours, so the chart reads without colour vision too.
 SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open"}
@@ -72,7 +72,7 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
                                              domain=STEP_PANELS[row], anchor="x", tickvals=[0, 0.5, 1])
     if has_threshold:
         label, formula = forms[0][0], forms[0][3]
-        axis = "y" if label in PROBABILITY_LABELS else "y2"
+        axis = "y"
         statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
         shown = [("will-change" if first_changed is not None and i >= first_changed else source)
                  for i, source in enumerate(sources)]
@@ -86,9 +86,8 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
         fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis=axis, mode="markers",
                                  marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
                                  customdata=hover, hovertemplate=template))
-        layout["yaxis"] = dict(title="probability", range=[0, 1.02], domain=STEP_PANELS["y"])
-        if axis == "y2":
-            layout["yaxis2"] = dict(title=label, overlaying="y", side="right", showgrid=False)
+        scale = dict(title="probability", range=[0, 1.02]) if label in PROBABILITY_LABELS else dict(title=label)
+        layout["yaxis"] = dict(scale, domain=STEP_PANELS["y"])
         verb = "above" if rule == "bild" else "below"
         title = f"Per step: {rule} defers where {label} is {verb} its threshold {formula}"
     else:

@@ -20,9 +20,15 @@ def token_repr(text):
     return repr(text)
 
 
+def plot_label(text):
+    """Text for a plotly label, which reads a subset of HTML: <, > and & escaped, so '<b>' shows as '<b>'. Quotes
+    stay as they are: plotly decodes no &quot;, and a token "'s" showed as &quot;'s&quot;."""
+    return html.escape(str(text), quote=False)
+
+
 def plot_text(text):
-    """token_repr for plotly, whose labels read a subset of HTML: escaped, so '<b>' shows as '<b>'."""
-    return html.escape(token_repr(text))
+    """token_repr for plotly (``plot_label``)."""
+    return plot_label(token_repr(text))
 
 
 MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")

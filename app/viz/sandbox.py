@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from cascade_core import RULES
 
-from .format import clip, number
+from .format import clip, number, plot_label
 from .tokens import COLOURS
 
 BARS = (("q", "draft q", COLOURS["accepted"]), ("p", "target p", COLOURS["replaced"]),
@@ -30,7 +30,7 @@ def sandbox_figure(labels, numbers, rule, alpha, axis_range):
     """Bars on the left axes, a* on the right. Axes are laid out by hand and the template is plotly's process-wide
     default: make_subplots and a per-figure template cost ~50 ms of a slider move's 50 ms budget."""
     # escaped (plotly reads a subset of HTML in labels); a trailing space keeps numbers categorical
-    names = np.array([f"{html.escape(str(label))} " for label in labels], dtype=object)
+    names = np.array([f"{plot_label(label)} " for label in labels], dtype=object)
     fig = go.Figure()
     for key, name, colour in BARS:
         fig.add_trace(go.Bar(x=names, y=np.array(numbers[key]), name=name, marker_color=colour,

@@ -34,6 +34,8 @@ def stats_markdown(stats, caption=""):
 def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, block_gamma=None):
     """The cost model's speed-up priced with the calls measured on this machine (once the run has finished), and at
     the slider's c with a verification priced as one target token (the paper's estimate)."""
+    if stats is None:
+        return "**Projected speed-up:** – (run the cascade: its acceptance rate prices it)"
     if at_c is None:
         return "**Projected speed-up:** – (a baseline run has no acceptance rate)"
     g = block_gamma if block_gamma is not None else gamma

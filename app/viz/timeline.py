@@ -4,7 +4,7 @@ import html
 
 import plotly.graph_objects as go
 
-from .tokens import COLOURS, tokens_html
+from .tokens import COLOURS, legend_html, tokens_html
 
 ROLE_COLOURS = {"draft": COLOURS["accepted"], "target": COLOURS["replaced"], "draft prefill": "#9ecae1",
                 "target prefill": "#fdae6b"}
@@ -34,7 +34,7 @@ def lanes_figure(lanes):
 
 def lanes_html(lanes, rule):
     """Each lane's text, coloured as in Explore, under a line of its totals."""
-    parts = []
+    parts = [legend_html(regenerates=False)]
     for lane in lanes:
         t = lane["totals"]
         extra = ""

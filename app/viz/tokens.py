@@ -5,21 +5,36 @@ import html
 from .format import number, token_repr
 
 # Okabe-Ito: safe for the common colour-vision deficiencies; each source also has its own underline style.
-COLOURS = {"accepted": "#0072B2", "deferred": "#E69F00", "replaced": "#D55E00", "will-change": "#999999"}
+COLOURS = {"accepted": "#0072B2", "deferred": "#E69F00", "replaced": "#D55E00", "will-change": "#999999",
+           "target-only": "#CC79A7", "draft-only": "#56B4E9"}
 LEGEND = {
     "accepted": "the draft's token, kept without the target",
     "deferred": "the target checked the draft's token and kept it",
     "replaced": "the target's correction",
     "will-change": "regenerated when you release the slider",
 }
+# A baseline's tokens come from one model alone: the engine records them as always (target) or never (draft)
+# deferred, but nothing was checked or kept, so they are shown under a label of their own.
+BASELINE_SOURCES = {"target": "target-only", "draft": "draft-only"}
+BASELINE_LEGEND = {"target-only": "sampled from the target alone (a baseline)",
+                   "draft-only": "sampled from the draft alone (a baseline)"}
 NEWLINE_MARK = '<span class="nl">↵</span>\n'
 TAB_MARK = '<span class="ws">→</span>\t'
 
 
-def legend_html():
+def legend_html(rules=(), regenerates=True):
+    """The provenance legend: the cascade's labels, a baseline's own for the baselines among ``rules``, and
+    "will change" where alpha's slider can grey tokens (``regenerates``)."""
+    entries = {name: text for name, text in LEGEND.items() if regenerates or name != "will-change"}
+    entries.update({BASELINE_SOURCES[r]: BASELINE_LEGEND[BASELINE_SOURCES[r]] for r in rules if r in BASELINE_SOURCES})
     items = "".join(f'<span class="legend-item"><span class="tok {name}">{name.replace("-", " ")}</span> '
-                     f"{html.escape(text)}</span>" for name, text in LEGEND.items())
+                    f"{html.escape(text)}</span>" for name, text in entries.items())
     return f'<div class="legend">{items}</div>'
+
+
+def shown_source(rule, source):
+    """The label a token is shown under: a baseline's own, else its provenance."""
+    return BASELINE_SOURCES.get(rule, source) if source != "will-change" else source
 
 
 def _visible_edges(segment):
@@ -44,6 +59,10 @@ def token_text_html(text):
 def tooltip(index, pos, source, rule):
     """The hover card: what the draft proposed, both models' numbers, and a* for the rule."""
     a_star = (pos.get("a_star") or {}).get(rule)
+    if rule in BASELINE_SOURCES:
+        model, prob = ("target", "p(x) = " + number(pos["p_x"])) if rule == "target" else \
+            ("draft", "q(x) = " + number(pos["q_x"]))
+        return f"#{index} {token_repr(pos['text'])}  ({source})\nsampled from the {model} alone   {prob}"
     lines = [
         f"#{index} {token_repr(pos['text'])}  ({source})",
         f"draft proposed {token_repr(pos['proposal_text'])}   q(x) = {number(pos['q_x'])}   p(x) = {number(pos['p_x'])}",
@@ -56,6 +75,7 @@ def tooltip(index, pos, source, rule):
 def token_span(index, pos, source, rule, extra_class="", width=None):
     """One token with its hover card; ``width`` (in characters) lines tokens up in columns (Compare's rows)."""
     style = "" if width is None else f' style="min-width:{width}ch"'
+    source = shown_source(rule, source)
     return (f'<span class="tok {source}{extra_class}"{style} data-pos="{index}" '
             f'data-tip="{html.escape(tooltip(index, pos, source, rule))}">{token_text_html(pos["text"])}</span>')
 
