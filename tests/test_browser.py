@@ -103,6 +103,7 @@ def test_run_recolour_rerun_and_inspect(page):
     box = plot_area.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # and a step lights up its token
     page.wait_for_function("() => document.querySelectorAll('#answer .tok.linked').length === 1")
+    assert page.eval_on_selector("#answer .tok.linked", "e => getComputedStyle(e).outlineStyle") != "none"  # seen
     page.mouse.move(0, 0)
 
     set_alpha(page, NEW_ALPHA, "input")
