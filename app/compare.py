@@ -2,7 +2,7 @@
 numbers, streamed from the engine, aligned by position; a click on a row opens it in Explore."""
 import gradio as gr
 
-from cascade_core import RULES, stream, stream_batch
+from cascade_core import RULES, get_rule, stream, stream_batch
 from cascade_core.costs import expected_speedup
 from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
@@ -12,7 +12,7 @@ from .callbacks import progress_messages, raises_for_client, read_or_stopped, wa
 from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu
-from .links import Linked
+from .links import LinkField, Linked, listed, number
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.compare import compare_html, compare_stats_markdown
 from .viz.format import html_text
@@ -177,9 +177,32 @@ element.addEventListener('click', (event) => {
 """
 
 
+def rows_text(*cells):
+    """A link's ``rows`` from the row controls (rule, alpha, ...): 'chow:0.5,lossless,v3:0.5'."""
+    return ",".join(rule if not RULES[rule].alpha_used else f"{rule}:{float(alpha or 0.0):g}"
+                    for rule, alpha in zip(cells[::2], cells[1::2]) if rule)
+
+
+def read_rows(text):
+    """A link's ``rows`` as [(rule, alpha)], each checked as a row of the tab is, or a ValueError naming it."""
+    rows = []
+    for i, item in enumerate(listed(text, "rows"), 1):
+        rule, _, alpha = item.partition(":")
+        try:
+            alpha = number(alpha, "alpha") if alpha else 0.0
+            get_rule(rule).check_alpha(alpha)
+        except ValueError as error:
+            raise ValueError(f"rows: row {i} ({shown(item)}): {error}") from None
+        rows.append((rule, alpha))
+    if not 1 <= len(rows) <= MAX_ROWS:
+        raise ValueError(f"rows: give 1 to {MAX_ROWS} rows as rule:alpha separated by commas, got {len(rows)}")
+    return rows
+
+
 def compare_linked():
     """What a link sets on this tab (its fields' defaults)."""
-    return Linked("compare", dict(prompt=example_prompts()[0], **run_defaults(max_new_tokens=48)), "compare-run")
+    return Linked("compare", dict(prompt=example_prompts()[0], rows=PRESETS[FIRST], **run_defaults(max_new_tokens=48)),
+                  "compare-run", parsers=dict(rows=read_rows))
 
 
 def build_compare(handlers, explore, tabs, values):
@@ -187,9 +210,10 @@ def build_compare(handlers, explore, tabs, values):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="compare-prompt")
-            preset = gr.Dropdown(list(PRESETS), value=FIRST, label="Preset rows (choosing one runs it)",
+            named = next((name for name, rows in PRESETS.items() if rows == values["rows"]), None)
+            preset = gr.Dropdown(list(PRESETS), value=named, label="Preset rows (choosing one runs it)",
                                  elem_id="compare-preset")
-            cell_values, cells = preset_cells(PRESETS[FIRST]), []
+            cell_values, cells = preset_cells(list(values["rows"])), []
             for i in range(MAX_ROWS):
                 with gr.Row():
                     cells.append(gr.Dropdown([""] + list(RULES), value=cell_values[2 * i], label=f"row {i + 1}: rule",
@@ -210,4 +234,5 @@ def build_compare(handlers, explore, tabs, values):
     run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
     rows.click(handlers.open_row, traces, explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+    return dict(prompt=prompt, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature, seed=seed,
+                max_new_tokens=max_new_tokens)

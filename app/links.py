@@ -1,9 +1,13 @@
 """Links that restore a view: query parameters named like the API's fields (``tab``, ``prompt``, ``rule``,
-``alpha``, ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``; ``step`` for a lesson) set a tab and its
-controls, ``run=1`` runs it, and the "copy link" control writes the link of the view on screen. A bad value gets
-one sentence naming it and leaves that control at its default; the rest of the link still applies."""
+``alpha``, ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``; ``step`` for a lesson; and each tab's own:
+Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies' ``threshold``, the Sandbox's
+``tokens``, ``q`` and ``p``) set a tab and its controls, ``run=1`` runs it, and the "copy link" control writes the
+link of the view on screen. A bad value gets one sentence naming it and leaves that control at its default; the
+rest of the link still applies."""
 import itertools
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import urlencode
 
 import gradio as gr
@@ -20,6 +24,12 @@ from .viz.format import markdown_text
 TABS = ("explore", "compare", "tradeoff", "sandbox", "strategies", "learn")
 FIELDS = ("prompt", "rule", "alpha", "gamma", "temperature", "seed", "max_new_tokens", "step")
 MAX_TEMPERATURE = 2.0  # the sliders' end (the engine itself allows more)
+MAX_ERRORS = 5  # sentences a link's message holds; the rest are counted
+# A number as a person types it in a link: ASCII digits only (int() also takes '١٢', '５' and '1_000'), and short
+# (a 5,000-digit seed read as a float was reported as 'inf').
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+INTEGER = re.compile(r"[+-]?[0-9]+")
+MAX_NUMBER_LENGTH = 32
 
 
 @dataclass
@@ -38,23 +48,47 @@ class Linked:
     fields: dict | None = None
     rule_text: object = None
     view: object = None
+    parsers: dict = field(default_factory=dict)  # the tab's own fields: name -> (link text -> value, or ValueError)
 
     def default(self, name):
         return self.defaults[name]
 
 
+@dataclass
+class LinkField:
+    """A link field held by several controls (Compare's rows, the Sandbox's q): ``text`` makes the link's value
+    from their values, in order."""
+
+    components: list
+    text: Callable
+
+
 def number(text, name):
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"{name} must be a number, got {shown(text)}") from None
+    if len(text) > MAX_NUMBER_LENGTH or not NUMBER.fullmatch(text):
+        raise ValueError(f"{name} must be a number written with the digits 0-9, got {shown(text)}")
+    return int(text) if INTEGER.fullmatch(text) else float(text)
+
+
+def listed(text, name, size=None):
+    """A link's comma-separated list, or a ValueError naming it (``size``: the number of items it must have)."""
+    items = [item.strip() for item in text.split(",")] if text.strip() else []
+    if size is not None and len(items) != size:
+        raise ValueError(f"{name} must list {size} values separated by commas, got {len(items)}")
+    return items
+
+
+def fraction(text, name):
+    """A number from 0 to 1 (a probability slider's value)."""
+    value = number(text, name)
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be a number from 0 to 1, got {shown(text)}")
+    return value
 
 
 def checked(name, text, linked, values):
     """One link value as its control takes it, or a ValueError naming it."""
+    if name in linked.parsers:
+        return linked.parsers[name](text)
     if name == "prompt":
         return check_prompt(text)
     if name == "rule":
@@ -85,8 +119,9 @@ def read_link(params, linked_by_tab):
     """(the tab's Linked, {field: value}, whether to run, [one sentence per bad value]) from query parameters.
     Fields the tab has no control for are ignored; unknown names and bad values are reported."""
     params, errors = dict(params), []
-    for name in [n for n in params if n not in FIELDS + ("tab", "run")]:
-        errors.append(f"the link's {shown(name)} is not a setting; a link may set tab, run, {', '.join(FIELDS)}")
+    known = ("tab", "run") + FIELDS + tuple(dict.fromkeys(n for l in linked_by_tab.values() for n in l.parsers))
+    for name in [n for n in params if n not in known]:
+        errors.append(f"the link's {shown(name)} is not a setting; a link may set {', '.join(known)}")
         params.pop(name)
     tab = params.pop("tab", "explore")
     if tab not in TABS:
@@ -96,7 +131,7 @@ def read_link(params, linked_by_tab):
     if run not in ("0", "1"):
         errors.append(f"run must be 1 (run the view) or 0, got {shown(run)}")
     linked, values = linked_by_tab[tab], {}
-    for name in FIELDS:  # rule before alpha: alpha is checked against the link's rule
+    for name in FIELDS + tuple(linked.parsers):  # rule before alpha: alpha is checked against the link's rule
         if name in params and name in linked.defaults:
             try:
                 values[name] = checked(name, params[name], linked, values)
@@ -109,7 +144,8 @@ def restored(params, all_linked):
     """The outputs of a page load for these query parameters, in ``restore_outputs``' order: the tab, the message,
     each tab's controls (or the view a tab drawn later is drawn in) and the Run button to press (a selector)."""
     linked, values, run, errors = read_link(params, {linked.tab: linked for linked in all_linked})
-    message = "  \n".join([f"⚠️ {markdown_text(error)}." for error in errors] +
+    more = [f"… and {len(errors) - MAX_ERRORS} more problems of the same kind."] * (len(errors) > MAX_ERRORS)
+    message = "  \n".join([f"⚠️ {markdown_text(error)}." for error in errors[:MAX_ERRORS]] + more +
                            ["The rest of the link is used; those controls keep their defaults."] * bool(errors))
     view = dict(values=values, nonce=next(VIEWS))
     out = [gr.Tabs(selected=linked.tab) if params else gr.skip(), message]
@@ -154,7 +190,8 @@ def link_to(base, linked, run, *values):
     """The link of a tab's view: the page's address and its fields as they are now, in ``linked.defaults``' order
     (run=1 when asked and the tab has a Run)."""
     params = {"tab": linked.tab}
-    params.update({name: value for name, value in zip(linked.defaults, values) if value is not None and value != ""})
+    params.update({name: ",".join(map(str, value)) if isinstance(value, list) else value
+                   for name, value in zip(linked.defaults, values) if value is not None and value != ""})
     if run and linked.run_button:
         params["run"] = 1
     return f"{base}?{urlencode(params)}"
@@ -164,9 +201,15 @@ def copy_link_button(linked, fields, runs, link):
     """A tab's own copy-link event, on a hidden button the page's "copy link" presses for the tab on screen: the
     link of its fields as they are now, written to ``link`` and the clipboard."""
     button = gr.Button("copy this tab's link", elem_id=f"copy-link-{linked.tab}", elem_classes=["offscreen"])
-    button.click(lambda base, run, *values: link_to(base, linked, run, *values),
-                 [link, runs, *(fields[name] for name in linked.defaults)], link, js=PAGE_ADDRESS_JS,
-                 **INSTANT).then(None, link, link, js=COPY_JS)
+    parts = [fields[name] for name in linked.defaults]
+
+    def texts(base, run, *values):
+        values = iter(values)
+        return link_to(base, linked, run, *(part.text(*(next(values) for _ in part.components))
+                                            if isinstance(part, LinkField) else next(values) for part in parts))
+
+    inputs = [c for part in parts for c in (part.components if isinstance(part, LinkField) else [part])]
+    button.click(texts, [link, runs, *inputs], link, js=PAGE_ADDRESS_JS, **INSTANT).then(None, link, link, js=COPY_JS)
 
 
 # The page's address without its query (replacing the link box's old text, the first input).

@@ -1,5 +1,6 @@
 """The Rule sandbox: no model, a vocabulary of eight tokens whose q and p you set, and every number of one
 decision, recomputed as a slider moves."""
+import json
 import time
 
 import gradio as gr
@@ -7,10 +8,11 @@ import gradio as gr
 from cascade_core import RULES
 from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
+from cascade_core.values import shown
 
 from .callbacks import Handlers, raises_for_client
 from .controls import alpha_slider, alpha_slider_range, rule_info
-from .links import Linked
+from .links import LinkField, Linked, fraction, listed
 from .options import INSTANT
 from .viz.format import html_text
 from .viz.sandbox import sandbox_figure, sandbox_html
@@ -68,14 +70,33 @@ class SandboxHandlers:
                                                    "rejection_prob", "output")})
 
 
+def read_weights(name):
+    """A link's ``q`` or ``p``: SIZE weights from 0 to 1 (the sliders' range), separated by commas."""
+    return lambda text: [fraction(item, name) for item in listed(text, name, SIZE)]
+
+
+def read_tokens(text):
+    """A link's ``tokens``: SIZE labels as a JSON list of strings (a label may hold a comma)."""
+    try:
+        labels = json.loads(text)
+    except (ValueError, RecursionError):
+        labels = None
+    if not (isinstance(labels, list) and len(labels) == SIZE and all(isinstance(t, str) and len(t) <= 64
+                                                                      for t in labels)):
+        raise ValueError(f"tokens must be a JSON list of {SIZE} texts of at most 64 characters, got {shown(text)}")
+    return labels
+
+
 def sandbox_linked():
     """What a link sets on this tab (its fields' defaults)."""
-    return Linked("sandbox", dict(rule="v3", alpha=0.5), rules=tuple(RULES))
+    labels, q, p = START
+    return Linked("sandbox", dict(rule="v3", alpha=0.5, tokens=labels, q=q, p=p), rules=tuple(RULES),
+                  parsers=dict(tokens=read_tokens, q=read_weights("q"), p=read_weights("p")))
 
 
 def build_sandbox(handlers, explore, values):
-    """The tab, its rule and alpha at ``values`` and its numbers drawn for them; returns its fields by name."""
-    labels, q, p = START
+    """The tab, its fields at ``values`` and its numbers drawn for them; returns its fields by name."""
+    labels, q, p = values["tokens"], values["q"], values["p"]
     with gr.Row():
         with gr.Column(scale=1, min_width=340):
             rule = gr.Dropdown(list(RULES), value=values["rule"], label="Rule", elem_id="sandbox-rule")
@@ -111,4 +132,7 @@ def build_sandbox(handlers, explore, values):
         handlers.update, everything, outputs, **live)
     load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
         handlers.update, everything, outputs, **live)
-    return dict(rule=rule, alpha=alpha)
+    return dict(rule=rule, alpha=alpha,
+                tokens=LinkField(cells[0], lambda *labels: json.dumps(list(labels), ensure_ascii=False)),
+                q=LinkField(cells[1], lambda *q: ",".join(f"{v:g}" for v in q)),
+                p=LinkField(cells[2], lambda *p: ",".join(f"{v:g}" for v in p)))

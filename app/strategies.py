@@ -9,7 +9,7 @@ from cascade_core.values import is_number, shown
 from .callbacks import Handlers, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .controls import Settings, alpha_slider, check_budget, run_controls, run_defaults
 from .gpu import gpu
-from .links import Linked
+from .links import Linked, fraction
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
@@ -80,9 +80,10 @@ class StrategiesHandlers:
 
 def strategies_linked():
     """What a link sets on this tab (its fields' defaults)."""
-    return Linked("strategies", dict(prompt=example_prompts()[0], rule="v3", alpha=0.5,
+    return Linked("strategies", dict(prompt=example_prompts()[0], rule="v3", alpha=0.5, threshold=0.6,
                                      **run_defaults(max_new_tokens=48, auto_gamma=True)),
-                  "strategies-run", CASCADE_RULES, auto_gamma=True)
+                  "strategies-run", CASCADE_RULES, auto_gamma=True,
+                  parsers=dict(threshold=lambda text: fraction(text, "threshold")))
 
 
 def build_strategies(handlers, values):
@@ -92,7 +93,7 @@ def build_strategies(handlers, values):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="strategies-prompt")
             rule = gr.Dropdown(list(CASCADE_RULES), value=values["rule"], label="Rule", elem_id="strategies-rule")
             alpha = alpha_slider(values["rule"], values["alpha"], elem_id="strategies-alpha")
-            threshold = gr.Slider(0, 1, value=0.6, step=0.01, elem_id="strategies-threshold",
+            threshold = gr.Slider(0, 1, value=values["threshold"], step=0.01, elem_id="strategies-threshold",
                                   label="cascade threshold: the target answers again if the draft's mean max q is below")
             gamma, temperature, max_new_tokens, seed = run_controls(values, auto_gamma=True)
             run = gr.Button("Run the four strategies", variant="primary", elem_id="strategies-run")
@@ -103,5 +104,6 @@ def build_strategies(handlers, values):
     rule.input(lambda r, a: Handlers.rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
     run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
-    return dict(prompt=prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed,
+    return dict(prompt=prompt, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma, temperature=temperature,
+                seed=seed,
                 max_new_tokens=max_new_tokens)

@@ -15,7 +15,7 @@ from .callbacks import progress_messages, raises_for_client, read_or_stopped, wa
 from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu
-from .links import Linked
+from .links import Linked, listed
 from .options import GENERATING, INSTANT, example_prompts
 from .viz.format import markdown_text
 from .worker import ENGINE
@@ -130,9 +130,26 @@ class TradeoffHandlers:
         yield from progress_messages(self.frontier_steps(s, rules, alphas), tokens, progress, lambda rows: rows)
 
 
+def read_rules(text):
+    """A link's ``rules``: names from the tab's choices, separated by commas."""
+    rules = listed(text, "rules")
+    unknown = next((r for r in rules if r not in RULE_CHOICES), None)
+    if not rules or unknown is not None:
+        raise ValueError(f"rules must be names separated by commas from {', '.join(RULE_CHOICES)}, got {shown(text)}")
+    return list(dict.fromkeys(rules))
+
+
+def read_alphas(text):
+    """A link's ``alphas``: 'auto:N' or numbers separated by commas, as the tab's box takes them."""
+    parse_alphas(text)
+    return text
+
+
 def tradeoff_linked():
     """What a link sets on this tab (its fields' defaults)."""
-    return Linked("tradeoff", dict(prompt=example_prompts()[0], **run_defaults(max_new_tokens=32)), "tradeoff-run")
+    return Linked("tradeoff", dict(prompt=example_prompts()[0], rules=DEFAULT_RULES, alphas="auto:6",
+                                   **run_defaults(max_new_tokens=32)), "tradeoff-run",
+                  parsers=dict(rules=read_rules, alphas=read_alphas))
 
 
 def build_tradeoff(handlers, explore, tabs, values):
@@ -140,8 +157,8 @@ def build_tradeoff(handlers, explore, tabs, values):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="tradeoff-prompt")
-            rules = gr.CheckboxGroup(RULE_CHOICES, value=DEFAULT_RULES, label="Rules", elem_id="tradeoff-rules")
-            alphas = gr.Textbox("auto:6", label="alphas: auto:N (spread over deferral rates), or numbers",
+            rules = gr.CheckboxGroup(RULE_CHOICES, value=values["rules"], label="Rules", elem_id="tradeoff-rules")
+            alphas = gr.Textbox(values["alphas"], label="alphas: auto:N (spread over deferral rates), or numbers",
                                 elem_id="tradeoff-alphas")
             gamma, temperature, max_new_tokens, seed = run_controls(values)
             share = gr.Checkbox(True, label="prefix sharing (each alpha resumes where a decision first flips)")
@@ -166,4 +183,5 @@ def build_tradeoff(handlers, explore, tabs, values):
     open_button.click(handlers.open_point, [rows, point, prompt, gamma, temperature, seed, max_new_tokens],
                       explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return dict(prompt=prompt, gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+    return dict(prompt=prompt, rules=rules, alphas=alphas, gamma=gamma, temperature=temperature, seed=seed,
+                max_new_tokens=max_new_tokens)

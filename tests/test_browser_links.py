@@ -1,6 +1,6 @@
 """Links and lessons in Debian's chromium on the tiny pair: a link restores a run and copies back to itself, a bad
 link says why and opens the rest, a lesson step runs and says what to look for. Screenshots go to docs/screenshots/."""
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
@@ -87,3 +87,25 @@ def test_a_link_that_runs_a_tab_drawn_later_runs_to_done(tiny_app_url, tab, fiel
         assert page.inner_text(f"#{tab}-status").startswith("Done"), page.inner_text(f"#{tab}-status")
         assert page.locator(f"#{tab}-run").count() == 1  # drawn once
         assert not failed and not page.locator(".toast-body").count()
+
+
+@pytest.mark.parametrize("tab, fields, control, value", [
+    ("compare", dict(rows="chow:0.3,lossless,v3:0.9", max_new_tokens="8"), "#compare-alpha-2 input", "0.9"),
+    ("tradeoff", dict(rules="chow,v1", alphas="0.2,0.6"), "#tradeoff-alphas textarea", "0.2,0.6"),
+    ("strategies", dict(threshold="0.35", rule="chow", alpha="0.4"), "#strategies-threshold input[type=number]",
+     "0.35"),
+    ("sandbox", dict(tokens='["a", "b,c", "d", "e", "f", "g", "h", "i"]', q="1,0,0,0,0,0,0,0.5",
+                     p="0,0,0,0,0,0,0.5,1", rule="v1", alpha="0.2"), "#sandbox-q-7 input[type=number]", "0.5"),
+])
+def test_a_copied_link_holds_the_tabs_own_controls(tiny_app_url, tab, fields, control, value):
+    """A link restores a tab's own controls (Compare's rows, the Trade-off's rules and alphas, the Strategies'
+    threshold, the Sandbox's tokens, q and p), and "copy link" writes them back."""
+    link = f"?{urlencode(dict(tab=tab, **fields))}"
+    with open_page(tiny_app_url + link) as page:
+        page.wait_for_selector(control)
+        assert page.input_value(control) == value
+        page.click("#copy-link")
+        page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('tab=')")
+        copied = dict(parse_qsl(urlsplit(page.input_value("#link textarea, #link input")).query))
+        assert {name: copied.get(name) for name in fields} == fields
+        assert not page.inner_text("#link-status").strip()

@@ -11,6 +11,7 @@ from app.sandbox import sandbox_linked
 from app.strategies import strategies_linked
 from app.tradeoff import TradeoffHandlers, tradeoff_linked
 from cascade_core import RULES, generate
+from cascade_core.values import shown
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,12 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
     (dict(rule="nope"), "rule must be one of chow, diff, opt, v1, v2, v3, lossless, lossy, bild, target, draft on this "
                         "tab, got 'nope'", {}),
     (dict(gamma="0"), "gamma must be a whole number from 1 to 16, got 0", {}),
-    (dict(gamma="two"), "gamma must be a number, got 'two'", {}),
+    (dict(gamma="two"), "gamma must be a number written with the digits 0-9, got 'two'", {}),
+    (dict(max_new_tokens="١٢"), "max_new_tokens must be a number written with the digits 0-9, got '١٢'", {}),
+    (dict(gamma="５"), "gamma must be a number written with the digits 0-9, got '５'", {}),
+    (dict(max_new_tokens="1_000"), "max_new_tokens must be a number written with the digits 0-9, got '1_000'", {}),
+    (dict(temperature="9" * 5000), "temperature must be a number written with the digits 0-9, got " +
+     shown("9" * 5000), {}),
     (dict(temperature="3"), "temperature must be 0 (greedy) or a number up to 2, got '3'", {}),
     (dict(max_new_tokens="5000"), "max_new_tokens must be a whole number from 1 to 1024, got 5000", {}),
     (dict(prompt="   "), "the prompt is empty; type something for the models to continue", {}),
@@ -56,11 +62,42 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
      {}),
     (dict(run="yes"), "run must be 1 (run the view) or 0, got 'yes'", {}),
     (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, rule, alpha, gamma, "
-                        "temperature, seed, max_new_tokens, step", {}),
+                        "temperature, seed, max_new_tokens, step, tokens, q, p, rules, alphas, threshold", {}),
 ])
 def test_a_bad_value_is_one_sentence_and_the_rest_of_the_link_applies(linked, params, message, kept):
     _, values, _, errors = read_link(dict(params, seed="9"), by_tab(linked))
     assert errors == [message] and values == dict(kept, seed=9)
+
+
+def test_a_long_list_of_bad_names_makes_a_short_message(linked):
+    """1,500 unknown names made a 199,955-character status: the message names five and counts the rest."""
+    values = restored({**{f"x{i}": "1" for i in range(1500)}, "tab": "explore"}, linked)
+    assert len(values[1]) < 2000 and "… and 1495 more problems" in values[1]
+
+
+@pytest.mark.parametrize("params, values", [
+    (dict(tab="tradeoff", rules="chow,v3,chow", alphas="0.1,0.5"), dict(rules=["chow", "v3"], alphas="0.1,0.5")),
+    (dict(tab="strategies", threshold="0.35"), dict(threshold=0.35)),
+    (dict(tab="sandbox", q="1,0,0,0,0,0,0,0.5", tokens='["a", "b,c", "d", "e", "f", "g", "h", "i"]'),
+     dict(q=[1, 0, 0, 0, 0, 0, 0, 0.5], tokens=["a", "b,c", "d", "e", "f", "g", "h", "i"])),
+])
+def test_a_link_sets_a_tabs_own_controls(linked, params, values):
+    _, read, _, errors = read_link(params, by_tab(linked))
+    assert errors == [] and read == values
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(tab="tradeoff", rules="chow,nope"), "rules must be names separated by commas from chow, diff, opt"),
+    (dict(tab="tradeoff", alphas="auto:x"), "auto:N needs a whole number"),
+    (dict(tab="strategies", threshold="1.5"), "threshold must be a number from 0 to 1, got '1.5'"),
+    (dict(tab="sandbox", q="1,2"), "q must list 8 values separated by commas, got 2"),
+    (dict(tab="sandbox", p="1,0,0,0,0,0,0,7"), "p must be a number from 0 to 1, got '7'"),
+    (dict(tab="sandbox", tokens="[1]"), "tokens must be a JSON list of 8 texts"),
+    (dict(tab="sandbox", tokens="[" * 5000), "tokens must be a JSON list of 8 texts"),
+])
+def test_a_bad_value_of_a_tabs_own_field_is_one_sentence(linked, params, message):
+    _, values, _, errors = read_link(params, by_tab(linked))
+    assert len(errors) == 1 and message in errors[0] and values == {}
 
 
 def test_a_lesson_step_out_of_range_is_named(linked):
