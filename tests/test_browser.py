@@ -40,7 +40,7 @@ def open_page(url, height=1000):
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": height})
         page.goto(url)
-        page.wait_for_selector("#run")
+        page.wait_for_selector("#run", state="attached")  # a link may open another tab first
         try:
             yield page
         finally:
