@@ -13,52 +13,89 @@ from cascade_core.values import shown
 from .callbacks import Handlers, raises_for_client
 from .controls import alpha_slider, alpha_slider_range, rule_info
 from .links import LinkField, Linked, fraction, listed
-from .options import INSTANT
+from .options import INSTANT, QUEUED_INSTANT
 from .viz.format import html_text
-from .viz.sandbox import sandbox_figure, sandbox_html
+from .viz.sandbox import REST, sandbox_figure, sandbox_html
 
 SIZE = 8
 START = (["The", "A", "In", "Once", "It", "This", "My", "other"],
          [0.40, 0.25, 0.15, 0.08, 0.05, 0.04, 0.02, 0.01], [0.10, 0.45, 0.05, 0.20, 0.02, 0.10, 0.05, 0.03])
 
 
+MOVED = 0.006  # a loaded q or p that moved further (a slider's step is 0.01) is the user's own
+
+
 def top_tokens(pos, size=SIZE):
-    """A trace position's top-q and top-p tokens as the sandbox's vocabulary: the size - 1 likeliest under either
-    model, and an "other" token holding each model's remaining mass."""
-    q = {i: prob for i, _, prob in pos["top_q"] or []}
-    p = {i: prob for i, _, prob in pos["top_p"] or []}
-    texts = {i: text for i, text, _ in (pos["top_q"] or []) + (pos["top_p"] or [])}
-    ids = sorted(texts, key=lambda i: -max(q.get(i, 0.0), p.get(i, 0.0)))[: size - 1]
-    qs, ps = [q.get(i, 0.0) for i in ids], [p.get(i, 0.0) for i in ids]
-    return ([texts[i] for i in ids] + ["other"], qs + [max(0.0, 1 - sum(qs))], ps + [max(0.0, 1 - sum(ps))])
+    """A trace position as the sandbox's vocabulary: the draft's proposal and the size - 2 likeliest other tokens
+    under either model (the trace's top-10s carry both models' probabilities), then REST, the rest of the
+    vocabulary with each model's remaining mass. Returns (labels, q, p, rest): ``rest`` what cascade_core's
+    dissect needs to treat REST as many tokens, not one (the most any of its tokens has under q and p, and the
+    engine's TV and a*, which read the whole vocabulary)."""
+    listed = {i: (text, q, p) for i, text, p, q in pos["top_p"]}
+    listed.update({i: (text, q, p) for i, text, q, p in pos["top_q"]})
+    listed[pos["proposal"]] = (pos["proposal_text"], pos["q_x"], pos["p_x"])
+    ids = [pos["proposal"]] + sorted((i for i in listed if i != pos["proposal"]),
+                                     key=lambda i: -max(listed[i][1], listed[i][2]))[: size - 2]
+    hidden = [listed[i] for i in listed if i not in ids]
+    qs, ps = [listed[i][1] for i in ids], [listed[i][2] for i in ids]
+    # an unlisted token has at most the smallest listed probability of each model's top-10
+    rest = dict(q_bound=max([q for _, q, _ in hidden] + [min(prob for _, _, prob, _ in pos["top_q"])]),
+                p_bound=max([p for _, _, p in hidden] + [min(prob for _, _, prob, _ in pos["top_p"])]),
+                tv=pos["tv"], a_star=pos["a_star"])
+    return ([listed[i][0] for i in ids] + [REST], qs + [max(0.0, 1 - sum(qs))], ps + [max(0.0, 1 - sum(ps))], rest)
+
+
+def loaded_position(run, index):
+    """What the Sandbox keeps of a loaded position: its vocabulary (top_tokens), the run's settings and what the
+    engine did there."""
+    pos, settings = run.trace.positions[index], run.trace.settings
+    labels, q, p, rest = top_tokens(pos)
+    return dict(index=index, labels=labels, q=q, p=p, rest=rest, temperature=settings["temperature"],
+                rule=settings["rule"], alpha=settings["alpha"], accept_prob=pos["accept_prob"],
+                source=pos["source"], proposal=pos["proposal_text"])
+
+
+def still_loaded(loaded, labels, q, p):
+    """Whether the controls still hold the loaded position (labels as loaded, weights within a slider step)."""
+    return loaded is not None and list(labels) == loaded["labels"] and all(
+        abs(a - b) <= MOVED for a, b in zip(list(q) + list(p), loaded["q"] + loaded["p"]))
 
 
 class SandboxHandlers:
     @staticmethod
     def update(rule, alpha, *cells):
         """cells: SIZE labels, SIZE q weights, SIZE p weights. Outputs: figure, explanation, timing note."""
+        return SandboxHandlers.update_loaded(None, rule, alpha, *cells)
+
+    @staticmethod
+    def update_loaded(loaded, rule, alpha, *cells):
+        """``update``, where the controls may hold a position loaded from Explore's run (``loaded_position``): while
+        they do, its last token is the rest of the vocabulary and the numbers are the engine's."""
         start = time.perf_counter()
         labels, q, p = list(cells[:SIZE]), list(cells[SIZE: 2 * SIZE]), list(cells[2 * SIZE:])
+        loaded = loaded if still_loaded(loaded, labels, q, p) else None
+        if loaded is not None:
+            q, p = loaded["q"], loaded["p"]  # exact, not as the sliders round them
         try:
-            numbers = dissect(rule, q, p, alpha)
+            numbers = dissect(rule, q, p, alpha, rest=loaded and loaded["rest"])
         except ValueError as error:
             return gr.skip(), f'<p class="warning">⚠️ {html_text(error)}</p>', ""
         figure = sandbox_figure(labels, numbers, rule, alpha, alpha_slider_range(rule))
-        text = sandbox_html(labels, numbers, rule, alpha)
+        text = sandbox_html(labels, numbers, rule, alpha, loaded)
         return figure, text, f"computed in {(time.perf_counter() - start) * 1000:.0f} ms on the server"
 
     @staticmethod
     def load(run, index):
-        """Explore's run, position index: its top tokens as the vocabulary, its q and p as the sliders."""
+        """Explore's run, position index: its vocabulary and its q and p on the sliders, and the loaded state."""
         if run is None or index is None or not 0 <= int(index) < len(run.trace.positions):
             gr.Warning("Run something in Explore first, then give one of its token positions.")
-            return [gr.skip()] * (3 * SIZE)
+            return [gr.skip()] * (3 * SIZE + 1)
         pos = run.trace.positions[int(index)]
         if not pos["top_q"] or not pos["top_p"]:
             gr.Warning("That token comes from a baseline run, which computed only one model's distribution.")
-            return [gr.skip()] * (3 * SIZE)
-        labels, q, p = top_tokens(pos)
-        return labels + q + p
+            return [gr.skip()] * (3 * SIZE + 1)
+        loaded = loaded_position(run, int(index))
+        return loaded["labels"] + loaded["q"] + loaded["p"] + [loaded]
 
     @raises_for_client
     def api_sandbox(self, q: list, p: list, rule: str = "v3", alpha: float = 0.3) -> str:
@@ -121,17 +158,19 @@ def build_sandbox(handlers, explore, values):
             plot = gr.Plot(figure, label="One decision", elem_id="sandbox-plot")
             text = gr.HTML(explanation, elem_id="sandbox-text")
             timing = gr.Markdown("", elem_id="sandbox-timing")
-    everything = [rule, alpha, *cells[0], *cells[1], *cells[2]]
+    loaded = gr.State(None)  # a position loaded from Explore's run, while the controls hold it
+    everything = [loaded, rule, alpha, *cells[0], *cells[1], *cells[2]]
     outputs = [plot, text, timing]
     live = dict(INSTANT, trigger_mode="always_last", show_progress="hidden")
     for control in [alpha, *cells[1], *cells[2]]:
-        control.input(handlers.update, everything, outputs, **live)
+        control.input(handlers.update_loaded, everything, outputs, **live)
     for box in cells[0]:
-        box.submit(handlers.update, everything, outputs, **live)
+        box.submit(handlers.update_loaded, everything, outputs, **live)
     rule.input(Handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
-        handlers.update, everything, outputs, **live)
-    load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2]], **INSTANT).then(
-        handlers.update, everything, outputs, **live)
+        handlers.update_loaded, everything, outputs, **live)
+    # the State is set through the queue (a State set outside it fires nothing, and the update reads it next)
+    load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2], loaded],
+               **QUEUED_INSTANT).then(handlers.update_loaded, everything, outputs, **live)
     return dict(rule=rule, alpha=alpha,
                 tokens=LinkField(cells[0], lambda *labels: json.dumps(list(labels), ensure_ascii=False)),
                 q=LinkField(cells[1], lambda *q: ",".join(f"{v:g}" for v in q)),

@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from .rules import RULES, Distributions, get_rule, total_variation
-from .sampling import acceptance_and_residual, output_distribution
+from .rules import RULES, Distributions, acceptance_probability, get_rule, residual, total_variation
+from .sampling import verified_output
 from .values import is_finite_number, shown
 
 
@@ -62,30 +62,63 @@ def explain(rule, pos, alpha):
 ROUNDING = 1e-12
 
 
-def dissect(rule, q, p, alpha):
+def dissect(rule, q, p, alpha, rest=None):
     """Every number of one decision, for distributions q and p over a small vocabulary (lists, normalised here;
     temperature 1): pi, the acceptance probability and the residual per token, a* per token (a position rule's
     single a* repeated), which tokens the rule defers, TV, ``rejection_prob`` (that the draft's token is rejected),
     and ``output``: the probability that the verified token is each token, enumerated over the draft's proposals,
     which equals pi (lossy: its own output). Where max(0, pi - q) is zero everywhere (pi = q) no rejection can
-    happen and the residual is all zeros: the engine's fallback to pi there is never sampled."""
+    happen and the residual is all zeros: the engine's fallback to pi there is never sampled.
+
+    ``rest``: the last entry is not a token but the rest of a real vocabulary (a trace position's unlisted tokens),
+    as a dict: ``q_bound``, ``p_bound`` (no token in it has more), and the engine's ``tv`` and ``a_star`` (a
+    position rule's a*, which reads the whole vocabulary: TV, D(q, p)). The rest is never a rule's max; its a* is
+    None, and its ``defers`` True or False where all its tokens fall on one side of the threshold, else None
+    (``rest_split``: the numbers then take none of them as deferred)."""
     record = get_rule(rule)
     record.check_alpha(alpha)
     q, p = (_distribution(v, name) for v, name in ((q, "q"), (p, "p")))
     if len(q) != len(p):
         raise ValueError(f"q and p must have the same length, got {len(q)} and {len(p)}")
-    d = Distributions(q, p)
-    accept, excess, pi = acceptance_and_residual(rule, d, alpha)
-    a_star = record.a_star(d)
-    a_star = a_star if record.per_token else a_star.expand(len(q))
+    d, tokens = Distributions(q, p), len(q) - (rest is not None)
+    a_star = record.a_star(Distributions(q[:tokens], p[:tokens]))
+    if not record.per_token:
+        a_star = torch.tensor(float(rest["a_star"][rule]), dtype=q.dtype) if rest and rule in rest["a_star"] \
+            else (a_star if rest is None else record.a_star(d))
+        a_star = a_star.expand(tokens)
+    defers = alpha < a_star
+    rest_defers = None
+    if rest is not None:
+        rest_defers = _rest_defers(record, q[:tokens], p[:tokens], rest, alpha, bool(defers[0]) if tokens else False)
+        defers = torch.cat([defers, torch.tensor([bool(rest_defers)])])
+        a_star = torch.cat([a_star, torch.tensor([math.nan], dtype=q.dtype)])
+    pi = record.pi(d, defers if record.per_token else defers[0])
+    accept = acceptance_probability(q, pi, alpha if record.lenience else 0.0)
+    excess = (pi - q).clamp_min(0)
     # A token rule that keeps every token renormalises q into pi: the difference is float64 rounding (~1e-17),
     # not a residual, so below ROUNDING no rejection can happen.
-    rejects = bool((pi - q).clamp_min(0).sum() > ROUNDING)
+    rejects = bool(excess.sum() > ROUNDING)
+    a_stars = [None if math.isnan(a) else a for a in a_star.tolist()]
+    shown_defers = defers.tolist()
+    if rest is not None:
+        shown_defers[-1] = rest_defers
     return dict(q=q.tolist(), p=p.tolist(), pi=pi.tolist(), accept_prob=accept.tolist(),
                 residual=(excess / excess.sum() if rejects else torch.zeros_like(q)).tolist(),
-                rejection_prob=max(0.0, 1 - float((q * accept).sum())), a_star=a_star.tolist(),
-                defers=(alpha < a_star).tolist(), tv=float(total_variation(q, p)),
-                output=output_distribution(rule, d, alpha).tolist())
+                rejection_prob=max(0.0, 1 - float((q * accept).sum())), a_star=a_stars, defers=shown_defers,
+                tv=float(total_variation(q, p)) if rest is None else float(rest["tv"]),
+                output=verified_output(q, accept, residual(pi, q)).tolist(),
+                rest_split=rest is not None and rest_defers is None and record.kind == "token")
+
+
+def _rest_defers(record, q, p, rest, alpha, position_defers):
+    """Whether every token of the rest defers (True), none does (False), or it splits (None). A token rule's a*
+    is monotone in the token's own q or p: between a token at the bounds and one at zero lies every a* in it."""
+    if not record.per_token:
+        return position_defers
+    ends = [record.a_star(Distributions(torch.cat([q, q.new_tensor([qv])]), torch.cat([p, p.new_tensor([pv])])))[-1]
+            for qv, pv in ((rest["q_bound"], rest["p_bound"]), (0.0, 0.0))]
+    lo, hi = min(map(float, ends)), max(map(float, ends))
+    return True if alpha < lo else False if alpha >= hi else None
 
 
 def _distribution(values, name):

@@ -69,7 +69,12 @@ def output_distribution(name, d, alpha):
     probability q(v) and kept with accept(v); a rejection samples norm(residual). For every rule verified by
     min(1, pi / q) this is pi itself (the guarantee the tests check); for lossy it is lossy decoding's output."""
     accept, excess, _ = acceptance_and_residual(name, d, alpha)
-    kept = d.q * accept
+    return verified_output(d.q, accept, excess)
+
+
+def verified_output(q, accept, excess):
+    """The verified token's distribution from the draft's q, each token's acceptance and the residual."""
+    kept = q * accept
     return kept + (1 - kept.sum(-1, keepdim=True)) * excess / excess.sum(-1, keepdim=True)
 
 

@@ -1,13 +1,15 @@
 """The teaching tabs on the tiny pair: each API through gradio_client, the handlers behind the page, and bad input."""
+import html
 import json
 
 import gradio as gr
 import pytest
 from gradio_client import Client
 
+from app.callbacks import Run
 from app.compare import CompareHandlers
 from app.pairs import PairCache
-from app.sandbox import SIZE, START, SandboxHandlers, top_tokens
+from app.sandbox import REST, SIZE, START, SandboxHandlers, loaded_position, top_tokens
 from cascade_core import RULES, Trace, generate, load_pair
 from cascade_core.explain import dissect
 from test_app import TIMING, run_to_end, untimed
@@ -105,11 +107,41 @@ def test_sandbox_loads_a_position_of_the_explore_run():
 
     run = run_to_end(Handlers(PairCache(), "tiny")).run
     values = SandboxHandlers.load(run, 3)
-    labels, q, p = values[:SIZE], values[SIZE:2 * SIZE], values[2 * SIZE:]
-    assert labels[-1] == "other" and abs(sum(q) - 1) < 1e-6 and abs(sum(p) - 1) < 1e-6
-    assert (labels, q, p) == tuple(map(list, top_tokens(run.trace.positions[3])))
-    figure, text, timing = SandboxHandlers.update("v3", 0.5, *values)
+    labels, q, p, loaded = values[:SIZE], values[SIZE:2 * SIZE], values[2 * SIZE:3 * SIZE], values[-1]
+    assert labels[-1] == REST and abs(sum(q) - 1) < 1e-6 and abs(sum(p) - 1) < 1e-6
+    assert labels[0] == run.trace.positions[3]["proposal_text"]
+    assert (labels, q, p) == tuple(map(list, top_tokens(run.trace.positions[3])[:3]))
+    figure, text, timing = SandboxHandlers.update_loaded(loaded, "v3", 0.5, *values[:-1])
     assert figure.data and "accepted set A" in text and "ms on the server" in timing
+    words = html.unescape(text)
+    assert "Loaded from Explore's run, token #3" in words and "T = 1;" in words and "not the run's" not in words
+    assert "The engine kept the proposal with probability" in words  # the run's own rule and alpha
+    assert REST not in text.split("accepted set A")[1].split(")")[0]  # the rest is never in the accepted set
+    moved = SandboxHandlers.update_loaded(loaded, "v3", 0.5, *labels, *[q[0] + 0.1] + q[1:], *p)[1]
+    assert "Loaded from" not in moved  # the user's own numbers now: the rest is one token like the others
+
+
+@pytest.mark.parametrize("rule, alpha", [("v3", 0.5), ("v3", 0.9), ("v1", 0.2), ("v2", 0.1), ("chow", 0.5),
+                                         ("opt", 0.3), ("bild", 2.0), ("lossless", 0.0), ("lossy", 0.5)])
+def test_a_loaded_position_gives_the_numbers_the_engine_used(tiny, rule, alpha):
+    """At T = 1, every position of a run loaded into the Sandbox: the proposal's a*, its deferral and its keep
+    probability under the run's rule are the engine's. The rest of the vocabulary is many tokens, not one: never
+    the rule's max, never in the accepted set (as one "other" token it became max p and changed the decision);
+    where its tokens fall on both sides of the threshold the numbers say so instead (rest_split)."""
+    trace = generate(tiny, "Hello there", rule=rule, alpha=alpha, gamma=4, temperature=1.0, seed=3,
+                     max_new_tokens=48)
+    exact = 0
+    for i, pos in enumerate(trace.positions):
+        loaded = loaded_position(Run(trace, "tiny"), i)
+        numbers = dissect(rule, loaded["q"], loaded["p"], alpha, rest=loaded["rest"])
+        engine = pos["a_star"][rule]
+        assert numbers["a_star"][0] == pytest.approx(engine, rel=1e-5, abs=1e-6), i
+        assert numbers["defers"][0] == (alpha < engine), i
+        assert numbers["a_star"][-1] is None and numbers["tv"] == pos["tv"]
+        if not numbers["rest_split"]:
+            assert numbers["accept_prob"][0] == pytest.approx(pos["accept_prob"], abs=1e-5), i
+            exact += 1
+    assert exact >= len(trace.positions) // 2
 
 
 @pytest.mark.parametrize("rule, alpha", [("chow", 0.88),  # max q = 0.4 >= 1 - 0.88: the draft stands, pi = q

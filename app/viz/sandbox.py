@@ -10,6 +10,8 @@ from cascade_core import RULES
 from .format import clip, number, plot_label
 from .tokens import COLOURS
 
+REST = "rest of the vocabulary"  # app.sandbox's last token when a position of a run is loaded
+
 BARS = (("q", "draft q", COLOURS["accepted"]), ("p", "target p", COLOURS["replaced"]),
         ("pi", "pi (verified against)", "#009E73"), ("output", "P(verified token)", "#555555"))
 
@@ -18,11 +20,14 @@ SUBTITLE = dict(xref="paper", yref="paper", y=1.02, yanchor="bottom", xanchor="l
 
 
 def threshold_line(rule, numbers, alpha):
-    """(value, label) of the rule's threshold on the probability axis, or None where it is not a probability."""
+    """(value, label) of the rule's threshold on the probability axis, or None where it is not a probability. The
+    maxima are the tokens' (the rest of a vocabulary, with no a*, is never one)."""
     record = RULES[rule]
     if record.threshold is None or record.statistic[0] not in ("max q", "q(x)", "p(x)"):
         return None
-    pos = dict(max_q=max(numbers["q"]), max_p=max(numbers["p"]), tv=numbers["tv"])
+    tokens = [i for i, a in enumerate(numbers["a_star"]) if a is not None]
+    pos = dict(max_q=max(numbers["q"][i] for i in tokens), max_p=max(numbers["p"][i] for i in tokens),
+               tv=numbers["tv"])
     return record.threshold[1](pos, alpha), f"{record.threshold[0]} = {record.threshold[1](pos, alpha):.3f}"
 
 
@@ -40,12 +45,16 @@ def sandbox_figure(labels, numbers, rule, alpha, axis_range):
     if line is not None and 0 <= line[0] <= 1:
         lines.append((*line, ""))
     lo, hi = axis_range
-    a_star = np.array([clip(a, lo, hi) for a in numbers["a_star"]])
-    fig.add_trace(go.Scatter(x=names, y=a_star, mode="markers", name="a*", showlegend=False, xaxis="x2", yaxis="y2",
-                             marker=dict(size=12, color=["#D55E00" if d else "#0072B2" for d in numbers["defers"]],
+    has = [a is not None for a in numbers["a_star"]]  # the rest of a vocabulary has no a* of its own
+    stars = [a for a in numbers["a_star"] if a is not None]
+    a_star = np.array([clip(a, lo, hi) for a in stars])
+    fig.add_trace(go.Scatter(x=names[np.array(has)], y=a_star, mode="markers", name="a*", showlegend=False,
+                             xaxis="x2", yaxis="y2",
+                             marker=dict(size=12, color=["#D55E00" if d else "#0072B2"
+                                                         for d, h in zip(numbers["defers"], has) if h],
                                          symbol=["triangle-up" if a > hi else "triangle-down" if a < lo else "circle"
-                                                 for a in numbers["a_star"]]),
-                             customdata=np.array([number(a) for a in numbers["a_star"]], dtype=object),
+                                                 for a in stars]),
+                             customdata=np.array([number(a) for a in stars], dtype=object),
                              hovertemplate="%{x}: a* = %{customdata}<extra></extra>"))
     fig.update_layout(
         barmode="group", height=380, margin=dict(l=50, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.15),
@@ -61,14 +70,45 @@ def sandbox_figure(labels, numbers, rule, alpha, axis_range):
     return fig
 
 
-def sandbox_html(labels, numbers, rule, alpha):
-    """What the rule decides, in words, and the per-token table."""
+def defers_text(value):
+    return "yes" if value else "no" if value is not None else "some"
+
+
+def loaded_html(loaded, labels, numbers, rule, alpha):
+    """What a position loaded from Explore's run shows, and what it cannot: the rest of the vocabulary is many
+    tokens, and the run's temperature may not be the Sandbox's 1."""
+    rest, defers = loaded["rest"], numbers["defers"][-1]
+    split = {True: "every token in it defers", False: "none of its tokens defers",
+             None: "it splits: some of its tokens defer and some do not, which the listed numbers cannot show, so "
+                   "pi and the keep probabilities take none of them as deferred"}[defers]
+    parts = [f"Loaded from Explore's run, token #{loaded['index']} (the run: {loaded['rule']}, alpha = "
+             f"{loaded['alpha']:.2f}, T = {loaded['temperature']:g}; the draft proposed {loaded['proposal']!r}, "
+             f"{loaded['source']}). '{REST}' holds every token not listed (each with q ≤ {rest['q_bound']:.3f} and "
+             f"p ≤ {rest['p_bound']:.3f}): never a rule's max, no a* of its own; at this alpha {split}. TV and the "
+             "position rules' a* are the engine's, over the whole vocabulary."]
+    engine_a_star = rest["a_star"].get(rule)
+    if engine_a_star is not None:
+        parts.append(f"The engine's a* for {rule} at this token: {number(engine_a_star)}.")
+    if (rule, alpha) == (loaded["rule"], loaded["alpha"]) or not RULES[rule].alpha_used and rule == loaded["rule"]:
+        kept = numbers["accept_prob"][0]
+        parts.append(f"The engine kept the proposal with probability {number(loaded['accept_prob'])}; here "
+                     f"min(1, pi/q) = {number(kept)}.")
+    if loaded["temperature"] != 1:
+        parts.append(f"The run sampled at T = {loaded['temperature']:g} and the Sandbox computes at T = 1: which "
+                     "tokens defer (a*) is the same at every temperature, but pi and the keep probabilities here are "
+                     "those at T = 1, not the run's.")
+    return f'<p class="loaded">{html.escape(" ".join(parts))}</p>'
+
+
+def sandbox_html(labels, numbers, rule, alpha, loaded=None):
+    """What the rule decides, in words, and the per-token table (``loaded``: a position of Explore's run)."""
     record = RULES[rule]
-    deferred = [label for label, d in zip(labels, numbers["defers"]) if d]
+    tokens = [(label, d) for label, d, a in zip(labels, numbers["defers"], numbers["a_star"]) if a is not None]
+    deferred = [label for label, d in tokens if d]
     if not record.alpha_used:
         decision = record.summary
     elif record.per_token:
-        kept = [label for label, d in zip(labels, numbers["defers"]) if not d]
+        kept = [label for label, d in tokens if not d]
         decision = (f"{rule} keeps the accepted set A = {{{', '.join(map(repr, kept))}}} without the target and defers "
                     f"{{{', '.join(map(repr, deferred))}}} (alpha = {alpha:.2f} < a*).")
     else:
@@ -78,7 +118,7 @@ def sandbox_html(labels, numbers, rule, alpha):
     rows = "".join(
         f"<tr><td>{html.escape(repr(label))}</td>" + "".join(f"<td>{numbers[k][i]:.3f}</td>" for k in
                                                             ("q", "p", "pi", "accept_prob", "residual", "output"))
-        + f"<td>{number(numbers['a_star'][i])}</td><td>{'yes' if numbers['defers'][i] else 'no'}</td></tr>"
+        + f"<td>{number(numbers['a_star'][i])}</td><td>{defers_text(numbers['defers'][i])}</td></tr>"
         for i, label in enumerate(labels))
     agree = max(abs(a - b) for a, b in zip(numbers["output"], numbers["pi"]))
     check = ("Enumerating the draft's proposals gives exactly pi (largest difference "
@@ -88,8 +128,9 @@ def sandbox_html(labels, numbers, rule, alpha):
                  "samples the residual." if any(numbers["residual"]) else
                  "pi = q: max(0, pi - q) is zero for every token, so every proposal is kept and no rejection can "
                  "happen; the residual is never sampled.")
-    return (f'<div class="sandbox"><p>{html.escape(decision)} TV(p, q) = {numbers["tv"]:.3f}. {html.escape(check)} '
-            f'{html.escape(rejection)}</p>'
+    note = loaded_html(loaded, labels, numbers, rule, alpha) if loaded else ""
+    return (f'<div class="sandbox">{note}<p>{html.escape(decision)} TV(p, q) = {numbers["tv"]:.3f}. '
+            f'{html.escape(check)} {html.escape(rejection)}</p>'
             "<table><tr><th>token</th><th>q</th><th>p</th><th>pi</th><th>keep prob min(1, pi/q)</th>"
             "<th>residual norm(max(0, pi - q))</th><th>P(output)</th><th>a*</th><th>defers</th></tr>"
             f"{rows}</table></div>")
