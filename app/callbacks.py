@@ -60,6 +60,15 @@ class Recoloured(NamedTuple):
     status: Any
 
 
+def event_index(event, key):
+    """A whole number from a page event's data (a clicked token's ``pos``, a Compare row), or -1 for anything else
+    ("abc", 1e400, None: what a crafted call can send)."""
+    value = getattr(event, key, None) if event is not None else None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
 def status_only(message):
     """A view update that leaves the answer, stats and plots as they are and shows a status line."""
     return View(*(gr.skip(),) * 6, status=message)
@@ -384,7 +393,7 @@ class Handlers:
     def inspect(run, rule, alpha, event: gr.EventData):
         """A clicked token: its top-10 q and p, the rule's threshold, and why the rule did what it did.
         Tokens that will change are explained under the setting that produced them."""
-        index = int(getattr(event, "pos", -1))
+        index = event_index(event, "pos")
         if run is None or not 0 <= index < len(run.trace.positions):
             return gr.skip(), gr.skip()
         pos = run.trace.positions[index]

@@ -8,7 +8,7 @@ from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
-from .callbacks import progress_messages, raises_for_client, read_or_stopped, warns_in_page
+from .callbacks import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu
@@ -139,7 +139,7 @@ class CompareHandlers:
     @staticmethod
     def open_row(traces, event: gr.EventData):
         """A clicked row's settings for Explore (its tab selected), or nothing when no row was clicked."""
-        index = int(getattr(event, "row", -1))
+        index = event_index(event, "row")
         if not traces or not 0 <= index < len(traces):
             return [gr.skip()] * 9
         s, trace = traces[index].settings, traces[index]

@@ -107,9 +107,15 @@ class TradeoffHandlers:
             return gr.skip(), gr.skip(), ""
         try:
             rows = [json.loads(line) for line in open(file, encoding="utf-8") if line.strip()]
+            unknown = next((i for i, r in enumerate(rows, 1) if not isinstance(r, dict) or r.get("rule") not in RULES),
+                           None)
+            if unknown is not None:
+                raise ValueError(f"line {unknown} has no rule of this project's ({', '.join(RULES)}): "
+                                 f"{shown(rows[unknown - 1])}")
             title = f"{len({r['prompt_id'] for r in rows})} prompts, {len(rows)} rows: means with 95% intervals"
             return rows, frontier_figure(summarise(rows), x_axis, "target_nll", c, title), f"Loaded {len(rows)} rows."
-        except (ValueError, KeyError, TypeError) as error:
+        # a 401-digit number (OverflowError) or JSON nested past Python's limit (RecursionError) included
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
             return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {markdown_text(f'{type(error).__name__}: {error}')}"
 
     @raises_for_client

@@ -2,10 +2,12 @@
 leaves, runs that take turns instead of waiting for each other, a bounded session store, user text that stays text,
 one short sentence for every bad value."""
 import json
+import math
 import subprocess
 import sys
 import time
 
+import gradio as gr
 import httpx
 import pytest
 from gradio_client import Client
@@ -84,6 +86,8 @@ HUGE = "1" + "0" * 400
      "row 2: alpha must be a finite number, got 'x'"),
     ("sandbox", "q", json.dumps(list(range(1, 100_001))), "q must be a list of 2 to 64 non-negative numbers"),
     ("run", "rule", json.dumps("v" * 100_000), "unknown rule 'vvvv"),
+    ("strategies", "rule", '"target"', "rule must be one of chow, diff, opt"),  # was a TypeError in the engine
+    ("strategies", "rule", '"lossless"', "rule must be one of chow, diff, opt"),  # not offered by the tab
 ])
 def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value, message):
     event, data = raw_call(tiny_app_url, api, body(api, **{field: value}))
@@ -94,7 +98,22 @@ def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value
                                                                     api_name="/sandbox"))["output"] == [0.25, 0.75]
 
 
-def test_a_full_width_digit_is_not_a_number_of_alphas():
+@pytest.mark.parametrize("data", [{"pos": "abc"}, {"pos": math.inf}, {"pos": None}, {"pos": True}, {}])
+def test_a_crafted_click_on_a_token_changes_nothing(data):
+    run = run_to_end(Handlers(PairCache(), "tiny")).run
+    assert Handlers.inspect(run, "v3", 0.5, gr.EventData(None, data)) == (gr.skip(), gr.skip())
+    assert CompareHandlers.open_row([run.trace], gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 9
+
+
+@pytest.mark.parametrize("line", ['{"rule": "v3", "alpha": ' + HUGE + ', "prompt_id": "0"}',
+                                  "[" * 100_000 + "]" * 100_000,
+                                  '{"rule": "<a href=\'http://example.com\'>v3</a>", "alpha": 0.5, "prompt_id": "0"}'])
+def test_a_bad_upload_gets_a_sentence_and_no_markup(tmp_path, line):
+    path = tmp_path / "rows.jsonl"
+    path.write_text(line + "\n")
+    rows, figure, status = TradeoffHandlers.upload(str(path), "calls", 0.25)
+    assert rows == figure == gr.skip() and status.startswith("⚠️ not a sweep's rows.jsonl")
+
     handlers = TradeoffHandlers(PairCache(), "tiny")
     for spec in ("auto:\uff15", "auto:\u00b2", "auto:+5", "auto: 5"):
         with pytest.raises(ValueError, match="auto:N needs a whole number N from 1 to 50"):
