@@ -77,6 +77,12 @@ def build_explore(handlers: Handlers, pair_spec, public):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=3, elem_id="prompt", value=example_prompts()[0])
+            # under the prompt, in view when the page opens (below the settings they were at y ~1311 px)
+            with gr.Row():
+                run_button = gr.Button("Run", variant="primary", elem_id="run", scale=2, min_width=80)
+                rerun_button = gr.Button("Re-run", elem_id="rerun", scale=1, min_width=80)
+                stop_button = gr.Button("Stop", variant="stop", elem_id="stop", scale=1, min_width=70)
+            status = gr.Markdown("", elem_id="status")
             gr.Examples([[p] for p in example_prompts()], inputs=[prompt], label="Examples")
             chat = gr.Checkbox(True, label="Apply the chat template (when the model has one); off: raw text",
                                elem_id="chat")
@@ -97,11 +103,6 @@ def build_explore(handlers: Handlers, pair_spec, public):
                 max_new_tokens = gr.Slider(1, APP_MAX_NEW_TOKENS, value=64, step=1, precision=0,
                                            label="max new tokens", elem_id="max-new-tokens")
                 seed = gr.Number(0, precision=0, label="seed", elem_id="seed")
-            with gr.Row():
-                run_button = gr.Button("Run", variant="primary", elem_id="run")
-                rerun_button = gr.Button("Re-run", elem_id="rerun")
-                stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-            status = gr.Markdown("", elem_id="status")
         with gr.Column(scale=2):
             gr.HTML(legend_html(("target", "draft")), elem_id="legend")
             answer = gr.HTML(tokens_html([], [], DEFAULT_RULE), elem_id="answer", js_on_load=ANSWER_JS)
@@ -119,8 +120,10 @@ def build_explore(handlers: Handlers, pair_spec, public):
                 inspector_text = gr.HTML(inspector_html(), elem_id="inspector-text")
                 inspector_plot = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
     with gr.Row():
-        step_plot = gr.Plot(label="Per step", elem_id="step-plot")
-        alpha_plot = gr.Plot(label="Critical alpha", elem_id="alpha-plot")
+        # side by side where both fit; one above the other on a phone (each needs ~400 px for its legend and title)
+        # (their titles say what they are: Gradio's label badge would cover a title's first words)
+        step_plot = gr.Plot(label="Per step", show_label=False, elem_id="step-plot", min_width=400)
+        alpha_plot = gr.Plot(label="Critical alpha", show_label=False, elem_id="alpha-plot", min_width=400)
     with gr.Accordion("How to read this", open=False, elem_id="how-to-read"):
         gr.Markdown(how_to_read(), sanitize_html=False)
 

@@ -89,13 +89,14 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
         scale = dict(title="probability", range=[0, 1.02]) if label in PROBABILITY_LABELS else dict(title=label)
         layout["yaxis"] = dict(scale, domain=STEP_PANELS["y"])
         verb = "above" if rule == "bild" else "below"
-        title = f"Per step: {rule} defers where {label} is {verb} its threshold {formula}"
+        title = f"Per step: {rule} defers where {label}<br>is {verb} its threshold {formula}"
     else:
         title = f"Per step: {rule} has no threshold"
     _first_changed_line(fig, first_changed)
-    # three legend rows sit between the title and the plot
-    fig.update_layout(**{**LAYOUT, "height": 600 if has_threshold else 420, "margin": dict(LAYOUT["margin"], t=110)},
-                      title=dict(text=title, font=dict(size=13), y=0.97, x=0.5, xanchor="center"),
+    # the title's two lines at the top, then the legend's rows (five on a phone's width) above the plot
+    fig.update_layout(**{**LAYOUT, "height": 640 if has_threshold else 460, "margin": dict(LAYOUT["margin"], t=150)},
+                      title=dict(text=title, font=dict(size=13), yref="container", y=0.98, yanchor="top", x=0.5,
+                                 xanchor="center", pad=dict(t=6)),
                       hovermode="x unified", hoversubplots="axis",
                       xaxis=dict(title="token position", anchor="y5" if has_threshold else "y",
                                  rangeslider=dict(visible=len(positions) > READABLE_STEPS, thickness=0.06)),
@@ -134,9 +135,10 @@ def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_cha
                   annotation_position="top right")
     _first_changed_line(fig, first_changed)
     span = hi - lo
-    fig.update_layout(**LAYOUT,
-                      title=dict(text=f"Critical alpha a* per token ({rule}): defers where a* is above the line",
-                                 font=dict(size=13)),
+    fig.update_layout(**{**LAYOUT, "height": 360, "margin": dict(LAYOUT["margin"], t=100)},
+                      title=dict(text=f"Critical alpha a* per token ({rule}):<br>defers where a* is above the line",
+                                 font=dict(size=13), yref="container", y=0.98, yanchor="top", x=0.5,
+                                 xanchor="center", pad=dict(t=6)),
                       xaxis=dict(title="token position"),
                       yaxis=dict(title="a*", range=[lo - 0.04 * span, hi + 0.04 * span]))
     return fig
