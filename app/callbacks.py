@@ -8,12 +8,12 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from cascade_core import Trace, stream
+from cascade_core import RULES, Trace, stream
 from cascade_core.strict_json import dumps
 from cascade_core.costs import expected_speedup, priced_speedup
 from cascade_core.prices import measure_prices, measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
-from cascade_core.explain import explain
+from cascade_core.explain import deferred, explain
 
 from .controls import Settings, alpha_slider_props, alpha_slider_range, rule_info
 from .gpu import gpu
@@ -177,7 +177,13 @@ def recolour_status(run, rule, alpha, first_changed):
     if first_changed is None:
         return f"Under {rule}, alpha = {alpha:.2f}, every token stands as it is."
     flips = len(run.trace.positions) - first_changed
-    return (f"Under {rule}, alpha = {alpha:.2f}, token #{first_changed} may change: the {flips} greyed tokens "
+    settings, pos = run.trace.settings, run.trace.positions[first_changed]
+    why = ""
+    if deferred(settings["rule"], pos, settings["alpha"]) == deferred(rule, pos, alpha) and RULES[rule].per_token:
+        # its own decision stands: under a token rule pi reads the whole deferred set (eta), which alpha changed
+        why = (f" (its own decision stands, but {rule}'s pi there reads the whole vocabulary's deferred set, which "
+               "alpha changes, so its acceptance test may go the other way)")
+    return (f"Under {rule}, alpha = {alpha:.2f}, token #{first_changed} may change{why}: the {flips} greyed tokens "
             "will be regenerated on release (or press Re-run); the prefix is reused.")
 
 

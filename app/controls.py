@@ -40,7 +40,8 @@ def cost_presets(path):
         for path_name in ("eager", "compiled"):
             if path_name in record:
                 c = round(min(max(record[path_name]["c"], 0.01), 1.0), 2)
-                presets.append((f"c = {c:.2f}: {pair}, {path_name}, measured on {record['device']}", c))
+                presets.append((f"Set c to {c:.2f}, another pair's: {pair}, {path_name}, measured on "
+                                f"{record['device']}", c))
     return presets
 
 

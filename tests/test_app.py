@@ -110,6 +110,25 @@ def test_recolour_greys_from_the_first_flip(handlers):
     assert "will-change" not in unchanged and "every token stands" in status
 
 
+def test_recolour_says_why_a_token_whose_decision_stands_may_change(handlers):
+    """v3 0.5 -> a smaller alpha: a position deferred under both is greyed all the same (pi reads eta), and the
+    status says so; where the position's own decision flips it does not."""
+    from cascade_core.explain import deferred
+
+    run = run_to_end(handlers).run
+    seen = set()
+    for alpha in [a / 100 for a in range(0, 101, 2)]:
+        _, first = run.trace.recolour("v3", alpha)
+        if first is None:
+            continue
+        stands = deferred("v3", run.trace.positions[first], 0.5) == deferred("v3", run.trace.positions[first], alpha)
+        status = Handlers.recolour(run, "v3", alpha).status
+        assert ("its own decision stands" in status) == stands, (alpha, status)
+        seen.add(stands)
+    assert True in seen
+    assert "its own decision stands" not in Handlers.recolour(run, "chow", 0.9).status  # a position rule: pi = p
+
+
 def test_rerun_from_the_flip_equals_a_fresh_run(handlers, tiny):
     run = run_to_end(handlers).run
     _, first = run.trace.recolour("v3", 0.9)

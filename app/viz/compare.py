@@ -41,7 +41,7 @@ def compare_html(rows):
 
 def compare_stats_markdown(stats_rows):
     """stats_rows: dicts with label, target_calls, deferral_rate, acceptance_rate, target_nll, speedup, c."""
-    lines = ["| row | target calls | deferral rate | acceptance | target NLL | projected speed-up |",
+    lines = ["| row | target calls | deferral rate | acceptance | target NLL | the paper's speed-up estimate at c |",
              "|---|---:|---:|---:|---:|---:|"]
     for s in stats_rows:
         rate = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731

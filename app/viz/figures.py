@@ -44,7 +44,7 @@ def _hover_tokens(positions):
 def _first_changed_line(fig, first_changed):
     if first_changed is not None:
         fig.add_vline(x=first_changed - 0.5, line=dict(color="#555", dash="dot"),
-                      annotation_text=f"first flip #{first_changed}", annotation_position="top left")
+                      annotation_text=f"may change from #{first_changed}", annotation_position="top left")
 
 
 def step_figure(positions, sources, rule, alpha, first_changed=None):
