@@ -25,6 +25,21 @@ def progress_text(strategy, trace):
     return f"Strategy {STRATEGIES.index(strategy) + 1} of {len(STRATEGIES)}, {strategy}: {len(trace.positions)} tokens…"
 
 
+def drawn_as_they_finish(rule):
+    """A step's page update: the finished lanes drawn as each one finishes (the chart stayed empty until the last),
+    the status always."""
+    drawn = 0
+
+    def update(step):
+        nonlocal drawn
+        strategy, trace, finished = step
+        if len(finished) == drawn:
+            return gr.skip(), gr.skip(), progress_text(strategy, trace)
+        drawn = len(finished)
+        return lanes_figure(finished), lanes_html(finished, rule), progress_text(strategy, trace)
+    return update
+
+
 def checked_threshold(threshold):
     if not is_number(threshold) or not 0 <= threshold <= 1:
         raise ValueError(f"threshold must be a number from 0 to 1 (the draft's mean max q), got {shown(threshold)}")
@@ -57,7 +72,7 @@ class StrategiesHandlers:
     def run(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.lane_steps(s, threshold), RUNS * s.max_new_tokens)
-        lanes = yield from mapped(steps, lambda step: (gr.skip(), gr.skip(), progress_text(*step)))
+        lanes = yield from mapped(steps, drawn_as_they_finish(rule))
         yield lanes_figure(lanes), lanes_html(lanes, rule), "Done: times are measured, call by call."
 
     @raises_for_client
@@ -73,7 +88,7 @@ class StrategiesHandlers:
     @gpu(lambda a: RUNS * a["s"].max_new_tokens)
     def _lane_messages(self, s, threshold):
         def progress(step):
-            strategy, trace = step
+            strategy, trace, _ = step
             return {"strategy": strategy, "tokens": len(trace.positions)}
 
         yield from progress_messages(self.lane_steps(s, threshold), RUNS * s.max_new_tokens, progress,

@@ -39,6 +39,20 @@ def progress_text(step):
     return f"{step.done} of {step.total} chains done; running side by side: {running} ({step.tokens} tokens)…"
 
 
+def drawn_as_they_finish(x_axis, c):
+    """A sweep step's page update: the frontier of the chains finished so far, redrawn as each one finishes (the
+    chart stayed empty for the whole sweep), and the status."""
+    drawn = 0
+
+    def update(step):
+        nonlocal drawn
+        if step.done == drawn or not step.rows:
+            return gr.skip(), gr.skip(), gr.skip(), progress_text(step)
+        drawn = step.done
+        return gr.skip(), frontier_figure(summarise(step.rows), x_axis, "target_nll", c), gr.skip(), progress_text(step)
+    return update
+
+
 def runs_asked(rules, alphas):
     """The runs a frontier makes at most: each rule's alphas (one run for a rule without alpha), and the pilot
     that places auto alphas."""
@@ -81,7 +95,7 @@ class TradeoffHandlers:
         block it is in."""
         s, rules, tokens = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.frontier_steps(s, rules, alphas, bool(share_prefix)), tokens)
-        rows = yield from mapped(steps, lambda step: (gr.skip(), gr.skip(), gr.skip(), progress_text(step)))
+        rows = yield from mapped(steps, drawn_as_they_finish(x_axis, c))
         figure = frontier_figure(summarise(rows), x_axis, "target_nll", c)
         generated = sum(r["generated_tokens"] for r in rows)
         yield (rows, figure, gr.update(choices=point_choices(rows), value=None),

@@ -28,20 +28,19 @@ def lane(name, traces, extra=None):
 
 def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
     """The four lanes (see the module's docstring) for one prompt, block by block: yields (strategy, the growing
-    Trace) after every block and returns the lanes; ``settings``: gamma, temperature, seed, max_new_tokens as for
-    generate."""
+    Trace, the lanes finished so far) after every block and returns the lanes; ``settings``: gamma, temperature,
+    seed, max_new_tokens as for generate."""
+    lanes = []
+
     def run(strategy, **kwargs):
-        return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace))
+        return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace, list(lanes)))
 
     drafted = yield from run("cascade", rule="draft", alpha=0.0)
     confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
     cascade = [drafted] + ([(yield from run("cascade", rule="target", alpha=0.0))] if confidence < threshold else [])
-    speculative = yield from run("speculative decoding", rule="lossless", alpha=0.0)
-    cascaded = yield from run("speculative cascade", rule=rule, alpha=alpha)
-    sequential = yield from run("sequential cascade", rule=rule, alpha=alpha, sequential=True)
-    return [
-        lane("cascade", cascade, dict(confidence=confidence, threshold=threshold, deferred=len(cascade) > 1)),
-        lane("speculative decoding", [speculative]),
-        lane("speculative cascade", [cascaded]),
-        lane("sequential cascade", [sequential]),
-    ]
+    lanes.append(lane("cascade", cascade, dict(confidence=confidence, threshold=threshold, deferred=len(cascade) > 1)))
+    lanes.append(lane("speculative decoding", [(yield from run("speculative decoding", rule="lossless", alpha=0.0))]))
+    lanes.append(lane("speculative cascade", [(yield from run("speculative cascade", rule=rule, alpha=alpha))]))
+    lanes.append(lane("sequential cascade", [(yield from run("sequential cascade", rule=rule, alpha=alpha,
+                                                              sequential=True))]))
+    return lanes

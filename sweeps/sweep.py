@@ -48,12 +48,14 @@ def check(rules, seeds, gamma, temperature, max_new_tokens):
 
 
 class Progress(NamedTuple):
-    """A sweep's step: the pilot runs or the chains (``done`` of ``total`` chains finished), and the Traces running."""
+    """A sweep's step: the pilot runs or the chains (``done`` of ``total`` chains finished), the Traces running and
+    the rows of the chains finished (a frontier drawn as it comes)."""
 
     stage: str
     done: int
     total: int
     traces: list
+    rows: tuple = ()
 
     @property
     def tokens(self):
@@ -126,7 +128,8 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
                                             share_prefix), finished) for item, rule, seed in todo]
         measure_prices(pair, [gamma])  # before any run's clock starts (the rows' projected speed-ups)
         steps = stream_lanes(pair, chain_lanes, gamma=gamma, width=lanes)
-        yield from mapped(steps, lambda traces: Progress("chain", len(done), len(chains), traces))
+        yield from mapped(steps, lambda traces: Progress("chain", len(done), len(chains), traces,
+                                                          tuple(r for rows in done.values() for r in rows)))
     rows = [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]
     if folder:
         folder.rewrite(rows)  # chains finish in any order side by side; the file keeps the sweep's order

@@ -173,3 +173,19 @@ def test_the_page_carries_explore_only_and_the_other_tabs_come_when_drawn():
     assert {"run", "prompt", "alpha", "copy-link-explore"} <= ids
     assert {f"tab-{tab}" for tab in ("compare", "tradeoff", "sandbox", "strategies", "learn")} <= ids
     assert not ids & {"compare-run", "tradeoff-run", "sandbox-plot", "strategies-run", "lessons", "lesson-1-run"}
+
+
+def test_the_frontier_and_the_lanes_are_drawn_as_they_finish():
+    """The Trade-off's chart and the Strategies' lanes grow while the call runs (they stayed empty to the end)."""
+    import plotly.graph_objects as go
+
+    from app.strategies import StrategiesHandlers
+    from app.tradeoff import TradeoffHandlers
+
+    views = list(TradeoffHandlers(PairCache(), "tiny").run("Hello", ["lossless", "chow", "v3"], "0.3,0.7", 4, 1.0, 0,
+                                                            12, True, "calls", 0.25))
+    drawn = [len(v[1].data) for v in views[:-1] if isinstance(v[1], go.Figure)]
+    assert len(drawn) >= 2 and drawn == sorted(drawn) and not views[-1][3].startswith("Placing")
+    views = list(StrategiesHandlers(PairCache(), "tiny").run("Hello", "v3", 0.5, 0.6, 2, 1.0, 0, 12))
+    lanes = [v[1].count('class="lane"') for v in views[:-1] if isinstance(v[1], str)]
+    assert lanes == [1, 2, 3] and views[-1][1].count('class="lane"') == 4
