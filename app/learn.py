@@ -209,7 +209,8 @@ LESSONS = (
            f"`{RULES['v2'].defers_when}`, v3 when `{RULES['v3'].defers_when}`. Eight tokens, their q and p set "
            "in the Sandbox:",
            "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
-           "sandbox", (("v1", 0.5), ("v2", 0.5), ("v3", 0.5)), look=look_for_sandbox,
+           # alphas at which each rule's accepted set is a part of the eight (v1 and v2 keep all eight at 0.5)
+           "sandbox", (("v1", 0.1), ("v2", 0.1), ("v3", 0.5)), look=look_for_sandbox,
            opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5))),
     Lesson("The trade-off", "Trade-off",
            "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
@@ -281,9 +282,10 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
     """The lessons in a walkthrough at lesson ``values["step"]``; ``linked``: the other tabs' Linked, which "Open
     it in ..." restores. Returns its field (the lesson on screen) by name."""
     step_box = gr.Number(values["step"], precision=0, visible=False)
-    with gr.Walkthrough(selected=values["step"], elem_id="lessons") as walkthrough:
+    # tabs, not a gr.Walkthrough: a walkthrough disables every step not yet reached, and a reader may start anywhere
+    with gr.Tabs(selected=values["step"], elem_id="lessons") as walkthrough:
         for k, lesson in enumerate(LESSONS, 1):
-            with gr.Step(f"{k}. {lesson.short}", id=k, elem_id=f"lesson-{k}") as step:
+            with gr.Tab(f"{k}. {lesson.short}", id=k, elem_id=f"lesson-{k}") as step:
                 gr.Markdown(introduction(k, lesson))
                 with gr.Row():
                     run = gr.Button("Show it" if lesson.kind == "sandbox" else "Run it here", variant="primary",
@@ -297,11 +299,11 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
                 with gr.Row():
                     if k > 1:
                         back = gr.Button(f"← {k - 1}. {LESSONS[k - 2].title}", size="sm", elem_id=f"lesson-{k}-back")
-                        back.click(lambda k=k: (gr.Walkthrough(selected=k - 1), k - 1), None,
+                        back.click(lambda k=k: (gr.Tabs(selected=k - 1), k - 1), None,
                                    [walkthrough, step_box], **INSTANT)
                     if k < len(LESSONS):
                         ahead = gr.Button(f"{k + 1}. {LESSONS[k].title} →", size="sm", elem_id=f"lesson-{k}-next")
-                        ahead.click(lambda k=k: (gr.Walkthrough(selected=k + 1), k + 1), None,
+                        ahead.click(lambda k=k: (gr.Tabs(selected=k + 1), k + 1), None,
                                     [walkthrough, step_box], **INSTANT)
             step.select(lambda k=k: k, None, step_box, **INSTANT)
             run.click(functools.partial(handlers.run, k - 1), None, [rows, plot, look], **GENERATING)
