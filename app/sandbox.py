@@ -155,7 +155,7 @@ def build_sandbox(handlers, explore, values):
         with gr.Column(scale=2):
             # drawn here, not by a load event: that would fetch plotly's 4.6 MB script before the tab is ready
             figure, explanation, _ = handlers.update(values["rule"], alpha.value, *labels, *q, *p)
-            plot = gr.Plot(figure, label="One decision", elem_id="sandbox-plot")
+            plot = gr.Plot(figure, label="One decision", show_label=False, elem_id="sandbox-plot")
             text = gr.HTML(explanation, elem_id="sandbox-text")
             timing = gr.Markdown("", elem_id="sandbox-timing")
     loaded = gr.State(None)  # a position loaded from Explore's run, while the controls hold it

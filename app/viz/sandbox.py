@@ -10,7 +10,7 @@ from cascade_core import RULES
 from .format import clip, number, plot_label
 from .tokens import COLOURS
 
-REST = "rest of the vocabulary"  # app.sandbox's last token when a position of a run is loaded
+REST = "the rest"  # of the vocabulary: app.sandbox's last token when a position of a run is loaded
 
 BARS = (("q", "draft q", COLOURS["accepted"]), ("p", "target p", COLOURS["replaced"]),
         ("pi", "pi (verified against)", "#009E73"), ("output", "P(verified token)", "#555555"))
@@ -83,7 +83,7 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
                    "pi and the keep probabilities take none of them as deferred"}[defers]
     parts = [f"Loaded from Explore's run, token #{loaded['index']} (the run: {loaded['rule']}, alpha = "
              f"{loaded['alpha']:.2f}, T = {loaded['temperature']:g}; the draft proposed {loaded['proposal']!r}, "
-             f"{loaded['source']}). '{REST}' holds every token not listed (each with q ≤ {rest['q_bound']:.3f} and "
+             f"{loaded['source']}). '{REST}' holds the rest of the vocabulary, every token not listed (each with q ≤ {rest['q_bound']:.3f} and "
              f"p ≤ {rest['p_bound']:.3f}): never a rule's max, no a* of its own; at this alpha {split}. TV and the "
              "position rules' a* are the engine's, over the whole vocabulary."]
     engine_a_star = rest["a_star"].get(rule)
