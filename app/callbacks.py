@@ -188,44 +188,58 @@ def recolour_status(run, rule, alpha, first_changed):
 
 
 class Ticket:
-    """One run a page streams: whether Stop was pressed for it, or a newer run of the page took its view."""
+    """One run of a page: whether Stop was pressed for it, or a newer run of the page took its view."""
 
-    def __init__(self):
-        self.stop_asked = self.superseded = False
+    def __init__(self, page, pressed):
+        self.page, self.pressed = page, pressed  # pressed: started by the reader (Run), not by a control's change
+        self.stop_asked = self.superseded = self.streaming = False
 
 
 class PageRuns:
-    """The run each page (a session) is streaming into Explore's view: at most one."""
+    """The runs each page (a session) has going in Explore; one at a time streams into its view."""
 
     def __init__(self):
-        self._running, self._lock = {}, threading.Lock()
+        self._runs, self._lock = {}, threading.Lock()  # page -> its tickets
 
-    @staticmethod
-    def _page(request):
-        return getattr(request, "session_hash", None)
-
-    def start(self, request):
-        ticket, page = Ticket(), self._page(request)
+    def join(self, request, pressed=True):
+        ticket = Ticket(getattr(request, "session_hash", None), pressed)
         with self._lock:
-            if page is not None:
-                previous = self._running.get(page)
-                if previous is not None:
-                    previous.superseded = True
-                self._running[page] = ticket
+            if ticket.page is not None:
+                self._runs.setdefault(ticket.page, []).append(ticket)
         return ticket
+
+    def take_view(self, ticket):
+        """The ticket's run streams its first tokens: the page's other runs give up the view, unless one streams
+        that outranks it (pressed for where this one is not, or as pressed and started after it: then this one gives
+        up). A run that only says something ("Nothing changed since the last run") takes nothing from the one
+        streaming."""
+        with self._lock:
+            runs = self._runs.get(ticket.page, [ticket])
+            later = runs[runs.index(ticket) + 1:]
+            outranks = [other for other in runs if other is not ticket and (
+                other.pressed > ticket.pressed or other.pressed == ticket.pressed and other in later)]
+            if any(other.streaming for other in outranks):
+                ticket.superseded = True
+                return
+            ticket.streaming = True
+            for other in runs:
+                other.superseded = other.superseded or (other is not ticket and other not in outranks)
 
     def finish(self, ticket):
         with self._lock:
-            for page in [page for page, running in self._running.items() if running is ticket]:
-                del self._running[page]
+            runs = self._runs.get(ticket.page, [])
+            if ticket in runs:
+                runs.remove(ticket)
+            if not runs:
+                self._runs.pop(ticket.page, None)
 
     def stop(self, request):
-        """Ask the page's run to stop; whether one was running."""
+        """Ask the page's runs to stop; whether one was going."""
         with self._lock:
-            ticket = self._running.get(self._page(request))
-            if ticket is not None:
+            runs = self._runs.get(getattr(request, "session_hash", None), [])
+            for ticket in runs:
                 ticket.stop_asked = True
-            return ticket is not None
+            return bool(runs)
 
 
 LIVE_HANDLERS = {}
@@ -299,17 +313,26 @@ class Handlers:
 
     def rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
               request: gr.Request = None):
-        """Regenerate what the new settings change (see ``_rerun``), as the page's one run."""
+        """Re-run pressed: regenerate what the new settings change (see ``_rerun``), as the page's one run."""
         views = self._rerun(run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                             cost_ratio)
         yield from self._supervised(views, request, rule, alpha, cost_ratio, run)
 
-    def _supervised(self, views, request, rule, alpha, cost_ratio, run=None):
+    def regenerate(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                   cost_ratio, request: gr.Request = None):
+        """A rule change or a released slider: ``rerun``, but never in the place of a run the reader started."""
+        views = self._rerun(run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                            cost_ratio)
+        yield from self._supervised(views, request, rule, alpha, cost_ratio, run, pressed=False)
+
+    def _supervised(self, views, request, rule, alpha, cost_ratio, run=None, pressed=True):
         """A page streams one run into its view. Its views are checked after every block, here in the server's
-        process (on ZeroGPU the run itself is in a forked GPU process): a newer run of the same page (a Run pressed
-        while a rule change regenerates) takes the view, and this one ends without a word; Stop ends it with the
-        partial trace and says so. Closing ``views`` stops the engine's work between two blocks."""
-        ticket = self.runs.start(request)
+        process (on ZeroGPU the run itself is in a forked GPU process): a newer run of the same page takes the view
+        once it streams, and the one it replaces ends without a word, but a regeneration (``pressed`` False: a rule
+        change, a released slider) never replaces a run the reader pressed for (Run, Re-run, a row opened here);
+        Stop ends the run with the partial trace and says so. Closing ``views`` stops the engine's work between two
+        blocks."""
+        ticket = self.runs.join(request, pressed)
         try:
             for view in views:
                 if ticket.superseded:
@@ -319,6 +342,10 @@ class Handlers:
                     yield self.stopped(run, rule, alpha, cost_ratio)
                     return
                 if isinstance(view.run, Run):
+                    if not ticket.streaming:
+                        self.runs.take_view(ticket)
+                        if ticket.superseded:
+                            return
                     run = view.run
                 yield view
         finally:
@@ -361,7 +388,7 @@ class Handlers:
     def stop(self, request: gr.Request = None):
         """Stop pressed: the page's run ends at its next block and shows what it has (``_supervised``)."""
         if self.runs.stop(request):
-            return "Stopping after this block…"
+            return gr.skip()  # the run's own last message says it stopped (a message here could land after it)
         return "Nothing is running; Run starts a run, Re-run regenerates what a change affects."
 
     def stopped(self, run, rule, alpha, cost_ratio):

@@ -133,12 +133,13 @@ def build_explore(handlers: Handlers, pair_spec, public):
     # one run per page (Handlers._supervised): a newer one takes the view from the one before
     run_button.click(handlers.run, settings, view, api_name="run_ui", **GENERATING)
     prompt.submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING)
-    for release in (rerun_button.click, alpha.release, gamma.release):
-        release(handlers.rerun, [run_state, *settings], view, **GENERATING)
+    rerun_button.click(handlers.rerun, [run_state, *settings], view, **GENERATING)
+    for release in (alpha.release, gamma.release):
+        release(handlers.regenerate, [run_state, *settings], view, **GENERATING)
     # .input, not .change: another tab opening a run here sets the rule without asking for a re-run
     rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
         handlers.recolour, [run_state, rule, alpha], live, **INSTANT).then(
-        handlers.rerun, [run_state, *settings], view, **GENERATING)
+        handlers.regenerate, [run_state, *settings], view, **GENERATING)
     # no cancels: a cancelled stream's last message could land after Stop's and leave "Generating…" on screen
     stop_button.click(handlers.stop, None, status, **INSTANT)
     alpha.input(handlers.recolour, [run_state, rule, alpha], live, trigger_mode="always_last", **INSTANT)

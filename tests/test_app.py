@@ -191,7 +191,7 @@ def test_stop_ends_the_pages_run_at_its_next_block_and_says_so(handlers):
     views = handlers.run(*{**SETTINGS, "gamma": 2}.values(), request=page)
     seen = [next(v for v in views if isinstance(v.run, Run))]
     assert handlers.stop(gr.Request(session_hash="another page")).startswith("Nothing is running")
-    assert handlers.stop(page).startswith("Stopping")
+    assert handlers.stop(page) == gr.skip()  # the run says it stopped
     seen += list(views)
     assert len(seen) == 2 and seen[-1].status.startswith("Stopped after")
     assert len(seen[-1].run.trace.positions) == len(seen[0].run.trace.positions) < SETTINGS["max_new_tokens"]
@@ -209,6 +209,50 @@ def test_a_newer_run_of_the_page_takes_its_view(handlers):
     assert list(first) == []
     assert views[-1].status.startswith("Done") and views[-1].run.trace.settings["rule"] == "chow"
     assert views[-1].run.trace.tokens == fresh(handlers.pairs.get("tiny"), rule="chow").tokens
+
+
+
+def test_the_newest_run_to_stream_keeps_the_view():
+    """Runs take the view in the order they were started, whichever streams its first tokens first."""
+    from app.callbacks import PageRuns
+
+    runs, page = PageRuns(), gr.Request(session_hash="p")
+    older, newer = runs.join(page), runs.join(page)
+    runs.take_view(newer)
+    runs.take_view(older)  # its first tokens come later: it gives up
+    assert older.superseded and not newer.superseded
+    newest = runs.join(page)
+    runs.take_view(newest)
+    assert newer.superseded and not newest.superseded
+    assert runs.stop(page) and newest.stop_asked and not runs.stop(gr.Request(session_hash="q"))
+    for ticket in (older, newer, newest):
+        runs.finish(ticket)
+    assert not runs.stop(page)
+    # a regeneration (a rule change, a released slider) never replaces a run the reader pressed for
+    pressed, changed = runs.join(page), runs.join(page, pressed=False)
+    runs.take_view(changed)
+    runs.take_view(pressed)
+    assert changed.superseded and not pressed.superseded
+    later = runs.join(page, pressed=False)
+    runs.take_view(later)
+    assert later.superseded and not pressed.superseded
+    # a run started after one streams first still takes the view when its own tokens come
+    first, second = runs.join(page), runs.join(page)
+    runs.take_view(first)
+    assert not second.superseded and pressed.superseded
+    runs.take_view(second)
+    assert first.superseded and not second.superseded
+
+
+def test_a_run_that_only_says_something_leaves_the_streaming_run_alone(handlers):
+    """A re-run with nothing to do ("Nothing changed since the last run") does not take the view from a run."""
+    page = gr.Request(session_hash="page-3")
+    done = run_to_end(handlers).run
+    first = handlers.run(*SETTINGS.values(), request=page)
+    next(v for v in first if isinstance(v.run, Run))
+    said = list(handlers.rerun(done, *SETTINGS.values(), request=page))
+    assert [v.status for v in said] == ["Nothing changed since the last run."]
+    assert list(first)[-1].status.startswith("Done")
 
 
 @pytest.mark.parametrize("overrides, message", [

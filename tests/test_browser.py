@@ -159,6 +159,7 @@ STATUS = "() => document.querySelector('#status')?.innerText || ''"
 
 
 def test_stop_says_stopped_and_nothing_streams_after_it(page):
+    page.wait_for_function(f"() => !({STATUS})().startsWith('Generating')", timeout=30000)  # the re-runs above
     set_number(page, "#max-new-tokens", 1024)
     page.click("#run")
     page.wait_for_function(f"() => ({STATUS})().startsWith('Generating')", timeout=30000)
