@@ -322,7 +322,7 @@ class Handlers:
                    cost_ratio, request: gr.Request = None):
         """A rule change or a released slider: ``rerun``, but never in the place of a run the reader started."""
         views = self._rerun(run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                            cost_ratio)
+                            cost_ratio, pressed=False)
         yield from self._supervised(views, request, rule, alpha, cost_ratio, run, pressed=False)
 
     def _supervised(self, views, request, rule, alpha, cost_ratio, run=None, pressed=True):
@@ -332,11 +332,11 @@ class Handlers:
         change, a released slider) never replaces a run the reader pressed for (Run, Re-run, a row opened here);
         Stop ends the run with the partial trace and says so. Closing ``views`` stops the engine's work between two
         blocks."""
-        ticket = self.runs.join(request, pressed)
+        ticket, spoke = self.runs.join(request, pressed), False
         try:
             for view in views:
                 if ticket.superseded:
-                    return
+                    break
                 if ticket.stop_asked:
                     views.close()
                     yield self.stopped(run, rule, alpha, cost_ratio)
@@ -345,9 +345,12 @@ class Handlers:
                     if not ticket.streaming:
                         self.runs.take_view(ticket)
                         if ticket.superseded:
-                            return
+                            break
                     run = view.run
+                spoke = True
                 yield view
+            if not spoke:  # a generator that yields nothing blanks every output in the page: say "no change"
+                yield status_only(gr.skip())
         finally:
             views.close()
             self.runs.finish(ticket)
@@ -363,9 +366,11 @@ class Handlers:
 
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"])
-    def _rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+    def _rerun(self, run, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
+               pressed=True):
         """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma
-        alone: same text, new costs)."""
+        alone: same text, new costs). Where nothing changed, only a pressed Re-run says so: a regeneration's word
+        would replace the status of a run that has just shown its own settings' result."""
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                  auto_gamma=True)
         if run is None:
@@ -379,7 +384,8 @@ class Handlers:
         old = run.trace.settings
         _, first_changed = run.trace.recolour(s.rule, s.alpha)
         if first_changed is None and run.trace.finished and (old["rule"], old["alpha"]) == (s.rule, s.alpha):
-            yield status_only("Nothing changed since the last run.")
+            if pressed:
+                yield status_only("Nothing changed since the last run.")
             return
         start = len(run.trace.positions) if first_changed is None else first_changed
         resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())

@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app.callbacks import Handlers, Run, View
+from app.callbacks import Handlers, Run, View, status_only
 from app.controls import Settings, alpha_slider_range
 from app.pairs import PairCache, check_public
 from app.viz.format import markdown_text
@@ -206,7 +206,7 @@ def test_a_newer_run_of_the_page_takes_its_view(handlers):
     next(v for v in first if isinstance(v.run, Run))
     second = handlers.run(*{**SETTINGS, "rule": "chow"}.values(), request=page)
     views = list(second)
-    assert list(first) == []
+    assert list(first) == []  # it had shown its first tokens: it ends without another word
     assert views[-1].status.startswith("Done") and views[-1].run.trace.settings["rule"] == "chow"
     assert views[-1].run.trace.tokens == fresh(handlers.pairs.get("tiny"), rule="chow").tokens
 
@@ -253,6 +253,7 @@ def test_a_run_that_only_says_something_leaves_the_streaming_run_alone(handlers)
     said = list(handlers.rerun(done, *SETTINGS.values(), request=page))
     assert [v.status for v in said] == ["Nothing changed since the last run."]
     assert list(first)[-1].status.startswith("Done")
+    assert list(handlers.regenerate(done, *SETTINGS.values(), request=page)) == [status_only(gr.skip())]  # silent
 
 
 @pytest.mark.parametrize("overrides, message", [
