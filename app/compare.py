@@ -221,8 +221,9 @@ def build_compare(handlers, explore, tabs, values):
                     cells.append(gr.Number(cell_values[2 * i + 1], label="alpha", elem_id=f"compare-alpha-{i}",
                                            min_width=80))
             gamma, temperature, max_new_tokens, seed = run_controls(values)
-            cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="c for the paper's speed-up estimate (a verification priced as one target "
-                                   "token; Explore prices a run with this machine's measured calls)")
+            cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01,
+                                   label="c for the paper's speed-up estimate (a verification priced as one target "
+                                         "token; Explore prices a run with this machine's measured calls)")
             run = gr.Button("Compare", variant="primary", elem_id="compare-run")
             status = gr.Markdown("", elem_id="compare-status")
         with gr.Column(scale=2):

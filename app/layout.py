@@ -69,8 +69,9 @@ def build_app(pair_spec=None, public=None, pairs=None):
             copy = gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210)
             runs = gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,
                                container=False)
-            link = gr.Textbox(label="Link to this view", show_label=False, placeholder="the link of the tab on screen, with its settings",
-                              lines=1, max_lines=1, container=False, elem_id="link", scale=3)
+            link = gr.Textbox(label="Link to this view", show_label=False,
+                              placeholder="the link of the tab on screen, with its settings", lines=1, max_lines=1,
+                              container=False, elem_id="link", scale=3)
         link_status = gr.Markdown("", elem_id="link-status")
         # the Run button a link presses (a selector) and the page's query (read in the browser)
         press, query = (gr.Textbox(visible=False) for _ in range(2))

@@ -31,18 +31,18 @@ def top_tokens(pos, size=SIZE):
     vocabulary with each model's remaining mass. Returns (labels, q, p, rest): ``rest`` what cascade_core's
     dissect needs to treat REST as many tokens, not one (the most any of its tokens has under q and p, and the
     engine's TV and a*, which read the whole vocabulary)."""
-    listed = {i: (text, q, p) for i, text, p, q in pos["top_p"]}
-    listed.update({i: (text, q, p) for i, text, q, p in pos["top_q"]})
-    listed[pos["proposal"]] = (pos["proposal_text"], pos["q_x"], pos["p_x"])
-    ids = [pos["proposal"]] + sorted((i for i in listed if i != pos["proposal"]),
-                                     key=lambda i: -max(listed[i][1], listed[i][2]))[: size - 2]
-    hidden = [listed[i] for i in listed if i not in ids]
-    qs, ps = [listed[i][1] for i in ids], [listed[i][2] for i in ids]
+    known = {i: (text, q, p) for i, text, p, q in pos["top_p"]}
+    known.update({i: (text, q, p) for i, text, q, p in pos["top_q"]})
+    known[pos["proposal"]] = (pos["proposal_text"], pos["q_x"], pos["p_x"])
+    ids = [pos["proposal"]] + sorted((i for i in known if i != pos["proposal"]),
+                                     key=lambda i: -max(known[i][1], known[i][2]))[: size - 2]
+    hidden = [known[i] for i in known if i not in ids]
+    qs, ps = [known[i][1] for i in ids], [known[i][2] for i in ids]
     # an unlisted token has at most the smallest listed probability of each model's top-10
     rest = dict(q_bound=max([q for _, q, _ in hidden] + [min(prob for _, _, prob, _ in pos["top_q"])]),
                 p_bound=max([p for _, _, p in hidden] + [min(prob for _, _, prob, _ in pos["top_p"])]),
                 tv=pos["tv"], a_star=pos["a_star"])
-    return ([listed[i][0] for i in ids] + [REST], qs + [max(0.0, 1 - sum(qs))], ps + [max(0.0, 1 - sum(ps))], rest)
+    return ([known[i][0] for i in ids] + [REST], qs + [max(0.0, 1 - sum(qs))], ps + [max(0.0, 1 - sum(ps))], rest)
 
 
 def loaded_position(run, index):

@@ -53,8 +53,9 @@ class StrategiesHandlers:
     def settings(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         """(run settings, threshold), checked, and the call's tokens against the request budget."""
         if rule not in CASCADE_RULES:
-            raise ValueError(f"rule must be one of {', '.join(CASCADE_RULES)} (the speculative cascade's deferral rule; "
-                             f"the strategies run lossless decoding and the baselines themselves), got {shown(rule)}")
+            raise ValueError(f"rule must be one of {', '.join(CASCADE_RULES)} (the speculative cascade's deferral "
+                             "rule; the strategies run lossless decoding and the baselines themselves), got "
+                             f"{shown(rule)}")
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed, auto_gamma=True)
         threshold = checked_threshold(threshold)
@@ -123,5 +124,4 @@ def build_strategies(handlers, values):
     run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
     return dict(prompt=prompt, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma, temperature=temperature,
-                seed=seed,
-                max_new_tokens=max_new_tokens)
+                seed=seed, max_new_tokens=max_new_tokens)

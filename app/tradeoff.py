@@ -182,8 +182,8 @@ def build_tradeoff(handlers, explore, tabs, values):
                                 elem_id="tradeoff-alphas")
             gamma, temperature, max_new_tokens, seed = run_controls(values)
             share = gr.Checkbox(True, label="prefix sharing (each alpha resumes where a decision first flips)")
-            x_axis = gr.Radio([("target calls per token", "calls"), ("the paper's speed-up estimate at c", "speedup")], value="calls",
-                              label="x axis", elem_id="tradeoff-x")
+            x_axis = gr.Radio([("target calls per token", "calls"), ("the paper's speed-up estimate at c", "speedup")],
+                              value="calls", label="x axis", elem_id="tradeoff-x")
             c = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="cost ratio c (for the speed-up axis)")
             run = gr.Button("Sweep alpha", variant="primary", elem_id="tradeoff-run")
             status = gr.Markdown("", elem_id="tradeoff-status")

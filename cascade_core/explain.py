@@ -81,15 +81,14 @@ def dissect(rule, q, p, alpha, rest=None):
     if len(q) != len(p):
         raise ValueError(f"q and p must have the same length, got {len(q)} and {len(p)}")
     d, tokens = Distributions(q, p), len(q) - (rest is not None)
-    a_star = record.a_star(Distributions(q[:tokens], p[:tokens]))
-    if not record.per_token:
-        a_star = torch.tensor(float(rest["a_star"][rule]), dtype=q.dtype) if rest and rule in rest["a_star"] \
-            else (a_star if rest is None else record.a_star(d))
-        a_star = a_star.expand(tokens)
+    if record.per_token:  # the listed tokens' own a*, the rest left out of every max
+        a_star = record.a_star(Distributions(q[:tokens], p[:tokens]))
+    else:  # one a* for the position: the engine's where the rest hides part of the vocabulary
+        a_star = (record.a_star(d) if rest is None else q.new_tensor(float(rest["a_star"][rule]))).expand(tokens)
     defers = alpha < a_star
     rest_defers = None
     if rest is not None:
-        rest_defers = _rest_defers(record, q[:tokens], p[:tokens], rest, alpha, bool(defers[0]) if tokens else False)
+        rest_defers = _rest_defers(record, q[:tokens], p[:tokens], rest, alpha, bool(defers[0]))
         defers = torch.cat([defers, torch.tensor([bool(rest_defers)])])
         a_star = torch.cat([a_star, torch.tensor([math.nan], dtype=q.dtype)])
     pi = record.pi(d, defers if record.per_token else defers[0])
@@ -115,8 +114,8 @@ def _rest_defers(record, q, p, rest, alpha, position_defers):
     is monotone in the token's own q or p: between a token at the bounds and one at zero lies every a* in it."""
     if not record.per_token:
         return position_defers
-    ends = [record.a_star(Distributions(torch.cat([q, q.new_tensor([qv])]), torch.cat([p, p.new_tensor([pv])])))[-1]
-            for qv, pv in ((rest["q_bound"], rest["p_bound"]), (0.0, 0.0))]
+    ends = [record.a_star(Distributions(torch.cat([q, q.new_tensor([q_v])]), torch.cat([p, p.new_tensor([p_v])])))[-1]
+            for q_v, p_v in ((rest["q_bound"], rest["p_bound"]), (0.0, 0.0))]
     lo, hi = min(map(float, ends)), max(map(float, ends))
     return True if alpha < lo else False if alpha >= hi else None
 

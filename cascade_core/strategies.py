@@ -28,12 +28,12 @@ def lane(name, traces, extra=None):
 
 def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
     """The four lanes (see the module's docstring) for one prompt, block by block: yields (strategy, the growing
-    Trace, the lanes finished so far) after every block and returns the lanes; ``settings``: gamma, temperature,
-    seed, max_new_tokens as for generate."""
+    Trace, the list of lanes finished so far, which grows as they finish) after every block and returns the lanes;
+    ``settings``: gamma, temperature, seed, max_new_tokens as for generate."""
     lanes = []
 
     def run(strategy, **kwargs):
-        return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace, list(lanes)))
+        return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace, lanes))
 
     drafted = yield from run("cascade", rule="draft", alpha=0.0)
     confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))

@@ -97,8 +97,8 @@ def block_records(block, rule, detokenizer, details=True):
             max_q=_column(None if d.q is None else max_prob(d.q_untempered), m),
             tv=_column(total_variation(d.q, d.p) if both else None, m),
             q_x=_column(_gather(d.q_untempered, x), m), p_x=_column(_gather(d.p_untempered, x), m),
-            top_q=_top(d.q_untempered, d.p_untempered if both else None, detokenizer) if d.q is not None else [None] * m,
-            top_p=_top(d.p_untempered, d.q_untempered if both else None, detokenizer) if d.p is not None else [None] * m)
+            top_q=[None] * m if d.q is None else _top(d.q_untempered, d.p_untempered if both else None, detokenizer),
+            top_p=[None] * m if d.p is None else _top(d.p_untempered, d.q_untempered if both else None, detokenizer))
     else:
         columns.update({key: [None] * m for key in DETAIL_FIELDS})
     return [dict(token=block.tokens[i], source=block.sources[i], proposal=block.proposals[i], block=block.index,
@@ -110,8 +110,9 @@ class Trace:
     """One generation. ``positions[i]`` describes output token i: token, text, source, proposal (the draft's
     token), block, accept_prob, a_star ({rule: a*} for the proposal), max_p and p_token (the target's
     temperature-1 probability of its best and of the emitted token) and, with details: proposal_text, max_q,
-    tv, q_x, p_x, top_q / top_p ([[id, text, prob, other model's prob], ...] top-10, temperature 1). Without details a_star holds the run's own
-    rule only and the detail fields are None, as are fields a baseline cannot know (q for target-only)."""
+    tv, q_x, p_x, top_q / top_p ([[id, text, prob, other model's prob], ...] top-10, temperature 1). Without
+    details a_star holds the run's own rule only and the detail fields are None, as are fields a baseline cannot
+    know (q for target-only)."""
 
     prompt_ids: list
     settings: dict

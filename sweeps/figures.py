@@ -11,7 +11,8 @@ from cascade_core.costs import expected_speedup
 RULE_COLOURS = {"lossless": "#000000", "lossy": "#999999", "chow": "#E69F00", "diff": "#56B4E9", "opt": "#009E73",
                 "v1": "#F0E442", "v2": "#CC79A7", "v3": "#0072B2", "bild": "#D55E00", "target": "#444444",
                 "draft": "#BBBBBB"}
-X_AXES = {"calls": "target calls per token (lower is cheaper)", "speedup": "the paper's speed-up estimate at c over the target alone"}
+X_AXES = {"calls": "target calls per token (lower is cheaper)",
+          "speedup": "the paper's speed-up estimate at c over the target alone"}
 QUALITY = {"target_nll": "target NLL (lower is better)", "rouge_l": "ROUGE-L F1 (higher is better)",
            "exact_match": "exact match (higher is better)"}
 

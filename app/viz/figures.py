@@ -72,18 +72,17 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
                                              domain=STEP_PANELS[row], anchor="x", tickvals=[0, 0.5, 1])
     if has_threshold:
         label, formula = forms[0][0], forms[0][3]
-        axis = "y"
         statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
         shown = [("will-change" if first_changed is not None and i >= first_changed else source)
                  for i, source in enumerate(sources)]
         for source in dict.fromkeys(shown):
             at = np.array([s == source for s in shown])
             fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
-                                     mode="markers", yaxis=axis, customdata=hover[at], hovertemplate=template,
+                                     mode="markers", yaxis="y", customdata=hover[at], hovertemplate=template,
                                      marker=dict(color=COLOURS[source], symbol=SYMBOLS[source], size=7,
                                                  line=dict(color="#333", width=0.5))))
         # the threshold as a tick per position: the rule defers where the marker sits below its tick
-        fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis=axis, mode="markers",
+        fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis="y", mode="markers",
                                  marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
                                  customdata=hover, hovertemplate=template))
         scale = dict(title="probability", range=[0, 1.02]) if label in PROBABILITY_LABELS else dict(title=label)

@@ -83,9 +83,9 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
                    "pi and the keep probabilities take none of them as deferred"}[defers]
     parts = [f"Loaded from Explore's run, token #{loaded['index']} (the run: {loaded['rule']}, alpha = "
              f"{loaded['alpha']:.2f}, T = {loaded['temperature']:g}; the draft proposed {loaded['proposal']!r}, "
-             f"{loaded['source']}). '{REST}' holds the rest of the vocabulary, every token not listed (each with q ≤ {rest['q_bound']:.3f} and "
-             f"p ≤ {rest['p_bound']:.3f}): never a rule's max, no a* of its own; at this alpha {split}. TV and the "
-             "position rules' a* are the engine's, over the whole vocabulary."]
+             f"{loaded['source']}). '{REST}' holds the rest of the vocabulary, every token not listed (each with "
+             f"q ≤ {rest['q_bound']:.3f} and p ≤ {rest['p_bound']:.3f}): never a rule's max, no a* of its own; at "
+             f"this alpha {split}. TV and the position rules' a* are the engine's, over the whole vocabulary."]
     engine_a_star = rest["a_star"].get(rule)
     if engine_a_star is not None:
         parts.append(f"The engine's a* for {rule} at this token: {number(engine_a_star)}.")
