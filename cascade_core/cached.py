@@ -28,13 +28,21 @@ def cache_argument(model_class):
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
-def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None, attention_mask=None, position_ids=None):
-    """Logits ``[rows, len(ids[0]) or logits_to_keep, vocab_size]`` for rows of ids appended to the cache.
-    ``call`` replaces the model's own forward (a compiled one)."""
+def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None, attention_mask=None, position_ids=None,
+            inputs=None, feature_layers=()):
+    """Logits ``[rows, len(ids[0]) or logits_to_keep, vocab_size]`` for rows of ids appended to the cache, and the
+    features ``[rows, len(ids[0]), F]`` of every slot: with ``feature_layers``, the residual streams entering
+    those layers side by side (what a head reads); else the model's own (a head's output h), or None.
+    ``call`` replaces the model's own forward (a compiled one); ``inputs``: more keyword inputs (a head's g)."""
     input_ids = torch.tensor(ids, device=model.device)
     extra = {} if attention_mask is None else dict(attention_mask=attention_mask, position_ids=position_ids)
-    return (call or model)(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep, **extra,
-                           **{cache_argument(type(model)): cache}).logits[:, :, :vocab_size]
+    if feature_layers:
+        extra["output_hidden_states"] = True  # hidden_states[i]: the stream entering layer i (0: the embeddings)
+    out = (call or model)(input_ids=input_ids, use_cache=True, logits_to_keep=logits_to_keep, **extra,
+                          **(inputs or {}), **{cache_argument(type(model)): cache})
+    features = (torch.cat([out.hidden_states[i] for i in feature_layers], -1) if feature_layers
+                else getattr(out, "features", None))
+    return out.logits[:, :, :vocab_size], features
 
 
 def finite(logits, model):
@@ -62,11 +70,13 @@ class CachedModel:
     """One model with its KV cache over ``len(counters)`` rows. Every call is counted and timed in the counters of
     each row it feeds (a batched forward is one call for every row in it): the timings give the measured cost
     ratio c. ``pending[row]``: tokens a sequential cascade emitted without this model; it reads them on the row's
-    next call."""
+    next call. ``features[row]``: the features of the slots the last call (or prefill) fed for the row, where the
+    model hands any over (``feature_layers``: the target's streams a head reads; a head: its output h)."""
 
-    def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1):
+    def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1, feature_layers=()):
         self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, list(counters)
-        self.compiled, self.block = compiled, block
+        self.compiled, self.block, self.feature_layers = compiled, block, tuple(feature_layers)
+        self.features = [None] * len(self.counters)
         if compiled and len(self.counters) > 1:
             raise ValueError(f"the compiled static-cache path decodes one row at a time, not {len(self.counters)}; "
                              "load the pair without compile for batches")
@@ -89,26 +99,34 @@ class CachedModel:
         for r in rows:
             self.counters[r].setdefault("timeline", []).append([kind, start - self.origin, end - self.origin])
 
-    def prefill(self, sequences):
-        """Read each row's sequence (possibly empty). A row's prefill runs alone, as it would solo (rows with the
-        same sequence share it); a batch's rows are then left-padded with holes into one cache.
-        Returns, per row, None or the error its logits raised."""
+    def prefill(self, sequences, inputs=None):
+        """Read each row's sequence (possibly empty; ``inputs[row]``: its more keyword inputs, per slot). A row's
+        prefill runs alone, as it would solo (rows with the same sequence and no more inputs share it); a batch's
+        rows are then left-padded with holes into one cache. Returns, per row, None or the error its logits raised."""
         start, errors = time.perf_counter(), [None] * self.rows
+        inputs = inputs or [None] * self.rows
+        keys = [tuple(s) if inputs[r] is None else r for r, s in enumerate(sequences)]
         if self.rows == 1:
-            caches = {tuple(sequences[0]): self.cache}
+            caches = {keys[0]: self.cache}
         else:
-            caches = {tuple(s): DynamicCache(config=self.model.config) for s in sequences}
-        for sequence, cache in caches.items():
-            if sequence:
+            caches = {key: DynamicCache(config=self.model.config) for key in keys}
+        for key, cache in caches.items():
+            r = keys.index(key)
+            if sequences[r]:
                 try:
-                    finite(forward(self.model, cache, [list(sequence)], self.vocab_size, logits_to_keep=1), self.model)
+                    extra = {k: v[None] for k, v in inputs[r].items()} if inputs[r] else None
+                    logits, features = forward(self.model, cache, [list(sequences[r])], self.vocab_size,
+                                               logits_to_keep=1, inputs=extra, feature_layers=self.feature_layers)
+                    finite(logits, self.model)
+                    for row in (i for i, k in enumerate(keys) if k == key):
+                        self.features[row] = None if features is None else features[0]
                 except ValueError as error:
-                    errors = [error if tuple(s) == sequence else e for s, e in zip(sequences, errors)]
+                    errors = [error if k == key else e for k, e in zip(keys, errors)]
         width = max(map(len, sequences))
         self.valid = torch.tensor([[i >= width - len(s) for i in range(width)] for s in sequences],
                                   dtype=torch.bool, device=self.model.device).reshape(self.rows, width)
         if self.rows > 1 and width:
-            self._stack([caches[tuple(s)] for s in sequences], width)
+            self._stack([caches[key] for key in keys], width)
         self._log(f"{self.role} prefill", start, [r for r, s in enumerate(sequences) if s])
         return errors
 
@@ -122,8 +140,9 @@ class CachedModel:
                                        for o in own]) for name in ("keys", "values"))
             self.cache.update(keys, values, index)
 
-    def __call__(self, inputs):
-        """Append each row's ids (an empty list: the row sits this call out). Returns, per row, the logits
+    def __call__(self, inputs, extra=None):
+        """Append each row's ids (an empty list: the row sits this call out); ``extra[row]``: more keyword inputs
+        for its slots (``{name: [len(ids), F]}``; dummy slots get zeros). Returns, per row, the logits
         ``[len(ids), V]`` of its ids (None for rows that sat out)."""
         start = time.perf_counter()
         feeds = [self.pending[r] + ids if ids else [] for r, ids in enumerate(inputs)]
@@ -139,8 +158,11 @@ class CachedModel:
         if not self.valid.all():  # dummies at the tail need no mask yet: nothing real comes after them in a row
             mask = hole_mask(torch.cat([self.valid, new], 1), width, self.model.dtype)
             positions = self.valid.sum(1, keepdim=True) + torch.arange(width, device=new.device)
-        logits = forward(self.model, self.cache, ids, self.vocab_size, call=self.compiled.forward if compiled else None,
-                         attention_mask=mask, position_ids=positions)
+        logits, features = forward(self.model, self.cache, ids, self.vocab_size,
+                                   call=self.compiled.forward if compiled else None, attention_mask=mask,
+                                   position_ids=positions, inputs=_padded_inputs(extra, width),
+                                   feature_layers=self.feature_layers)
+        self.features = [None if features is None or not f else features[r, : len(f)] for r, f in enumerate(feeds)]
         self.valid = torch.cat([self.valid, new], 1)
         self._crop_forgotten_tail()  # a compiled call's padding, at once: the static cache's next write goes there
         fed, seconds = [r for r, ids in enumerate(inputs) if ids], time.perf_counter() - start
@@ -150,6 +172,11 @@ class CachedModel:
             self.counters[r][f"{self.role}_calls"] += 1
         self._log(self.role, start, fed)
         return [logits[r, len(f) - len(inputs[r]): len(f)] if inputs[r] else None for r, f in enumerate(feeds)]
+
+    def catch_up(self, row, drafted, emitted):
+        """A draft's step 4: of the ``drafted`` tokens it read this block, those past the emitted ones go."""
+        if drafted:
+            self.forget(row, drafted - len(emitted))
 
     def forget(self, row, n_tokens):
         """Forget the row's last n tokens (a rejection's): they become holes until cropped or compacted."""
@@ -185,13 +212,15 @@ class CachedModel:
             layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
         self.valid = torch.arange(width, device=counts.device)[None, :] >= (width - counts)[:, None]
 
-    def join(self, sequences, counters):
+    def join(self, sequences, counters, inputs=None):
         """Add rows to the batch between blocks: each is prefilled alone (as ``prefill``), then both sets of rows are
-        left-padded with holes to one width. Returns, per new row, None or its prefill's error."""
+        left-padded with holes to one width. Returns, per new row, None or its prefill's error; ``features`` then
+        holds the new rows' only."""
         if self.compiled:
             raise ValueError("the compiled static-cache path decodes one row at a time; rows cannot join it")
-        newcomers = CachedModel(self.model, self.role, self.vocab_size, counters)
-        errors = newcomers.prefill(sequences)
+        newcomers = CachedModel(self.model, self.role, self.vocab_size, counters, feature_layers=self.feature_layers)
+        errors = newcomers.prefill(sequences, inputs)
+        self.features = newcomers.features
         width = max(self.valid.shape[1], newcomers.valid.shape[1])
         for layer, other in zip(self.cache.layers, newcomers.cache.layers):
             for name in ("keys", "values"):
@@ -215,13 +244,30 @@ class CachedModel:
             return
         if not rows:  # every row finished: rows that join later start a fresh cache
             self.cache, self.valid = DynamicCache(config=self.model.config), self.valid[:0, :0]
-            self.pending, self.counters = [], []
+            self.pending, self.counters, self.features = [], [], []
             return
         self.cache.batch_select_indices(torch.tensor(rows, dtype=torch.long, device=self.valid.device))
         self.valid = self.valid[rows]
         self.pending = [self.pending[r] for r in rows]
         self.counters = [self.counters[r] for r in rows]
+        self.features = [self.features[r] if r < len(self.features) else None for r in rows]
         self._crop_forgotten_tail()
+
+
+def _padded_inputs(extra, width):
+    """Per-row keyword inputs ``{name: [n, F]}`` (None: a row without them) as ``{name: [rows, width, F]}``, each row's
+    slots first and zeros after (dummies); None when no row has any."""
+    if not extra or all(e is None for e in extra):
+        return None
+    padded = {}
+    for name in {name for e in extra if e for name in e}:
+        like = next(e[name] for e in extra if e and name in e)
+        out = like.new_zeros(len(extra), width, like.shape[-1])
+        for r, e in enumerate(extra):
+            if e and name in e:
+                out[r, : len(e[name])] = e[name]
+        padded[name] = out
+    return padded
 
 
 def _left_padded(t, rows, width, like):

@@ -14,6 +14,7 @@ import torch
 
 from .cached import CachedModel, finite
 from .costs import best_gamma
+from .head import HeadDraft, check_alone, reads_target
 from .prices import block_prices, measure_prices
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
@@ -97,8 +98,12 @@ class Batch:
         verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
         counters = [r.counters for r in rows]
         self.target = CachedModel(pair.target, "target", pair.vocab_size, counters, compiled.get("target"), length,
-                                  block=longest + 1 if verifies_blocks else 1)
-        self.draft = CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"), length)
+                                  block=longest + 1 if verifies_blocks else 1,
+                                  feature_layers=getattr(pair.draft, "aux_layers", ()))
+        # Both kinds of draft propose one token a call and catch up after each verification (``catch_up``); a
+        # head reads the target's features from the target's calls.
+        self.draft = (HeadDraft(pair.draft, self.target, pair.vocab_size, counters) if reads_target(pair.draft) else
+                      CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"), length))
 
     def prefill(self):
         """Both models read every row's history; returns the rows whose prefill failed (they leave the batch)."""
@@ -156,8 +161,8 @@ class Batch:
             except ValueError as error:
                 row.fail(error)
                 continue
-            for model in (self.target, self.draft):  # 4
-                model.forget(i, forgotten)
+            self.target.forget(i, forgotten)  # 4
+            self.draft.catch_up(i, len(drafted[i][0]) if drafted[i] else 0, block.tokens)
             row.trace.add_block(block, row.eos, row.max_new_tokens, row.stop)  # 5
             row.last = row.trace.tokens[-1]
             if block.accept_prob is not None and not row.sequential:
@@ -277,8 +282,11 @@ def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0
               eos_token_ids=None, min_new_tokens=0, stop=None):
     """A row's checked settings and its empty (or resumed) trace, before any model call."""
     get_rule(rule)
+    check_alone(pair.draft, rule, sequential)
     if resume is not None:
         old, k = resume
+        if reads_target(pair.draft):
+            k = block_start(old, k)
         prompt, prompt_ids = old.prompt, list(old.prompt_ids)
         prefix = [dict(pos) for pos in old.positions[:k]]
         for pos in prefix:
@@ -303,6 +311,18 @@ def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0
     if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in row.eos else "max_new_tokens"
     return row
+
+
+def block_start(trace, k):
+    """Where the block holding position k began. A head's q depends on its step within a block (its first step
+    reads the target's features, the others its own outputs), so a resumed head run restarts that block: its
+    tokens before k come out again as they were, and it equals a fresh run at a fixed gamma."""
+    positions, start = trace.positions, min(k, len(trace.positions))
+    if start == len(positions) or start == 0:
+        return start
+    while start > 0 and start != trace.resumed_from and positions[start - 1]["block"] == positions[start]["block"]:
+        start -= 1
+    return start
 
 
 def stream_batch(pair, rows, *, gamma=4):

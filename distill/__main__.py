@@ -1,5 +1,6 @@
 """``python -m distill --out assets/draft-smollm2 [--minutes 60] ...``: train (resumable) and report.
-``python -m distill --head-vocabulary 8192``: rank the draft head's vocabulary from the target's answers instead."""
+``python -m distill --head-vocabulary 8192``: rank the draft head's vocabulary from the target's answers instead.
+``python -m distill --head --out assets/head-smollm2 --work artifacts/distill-head``: train an EAGLE-3 head."""
 import argparse
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import torch
 
 from cascade_core.draft import DRAFT_FILE
 
+from .head import train_head
 from .report import report
 from .train import teacher, train
 from .vocab import rank_head_vocabulary
@@ -14,6 +16,10 @@ from .vocab import rank_head_vocabulary
 
 def distill(args):
     say = lambda m: print(m, flush=True)  # noqa: E731
+    if args.head:
+        state = train_head(teacher(), args, say)
+        say(f"done: best held-out 1 - TV at the first step {state['best']:.3f}; head in {args.out}")
+        return
     if args.head_vocabulary:
         rank_head_vocabulary(teacher(), args.out, args.work, args.head_vocabulary, args.round_prompts,
                              args.answer_tokens, args.gen_batch, args.seed, say)
@@ -49,6 +55,10 @@ def parse_args(argv=None):
     p.add_argument("--head-vocabulary", type=int, default=0, metavar="N",
                    help="only rank the draft head's vocabulary: the N tokens the target writes most, counted in its "
                         "answers to --round-prompts instructions (stored in the draft file)")
+    p.add_argument("--head", action="store_true", help="train an EAGLE-3 head (the draft that reads the target)")
+    p.add_argument("--draft-vocabulary", type=int, default=8192, help="head mode: the head's vocabulary size")
+    p.add_argument("--rounds", type=int, default=24, help="head mode: rounds of --round-prompts answers to train on")
+    p.add_argument("--unroll", type=int, default=3, help="head mode: k, the training-time test's unrolled steps")
     p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")
     p.add_argument("--no-report", action="store_true", help="train only; skip the CPU-timed report")
     return p.parse_args(argv)
