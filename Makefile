@@ -40,6 +40,7 @@ test: setup-dev browser
 bench: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/speedup_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) bench/drafts_bench.py $(ARGS)
 
 bench-app: setup-dev browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)

@@ -19,6 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from .compiled import compile_pair
 from .draft import load_draft
+from .head import is_head_config, load_head, read_config
 from .kernels import choose_kernels, use_measured_kernels
 from .pair import Pair, make_pair
 from .values import shown
@@ -26,6 +27,10 @@ from .values import shown
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The distilled draft's own layers (python -m distill); the rest is shared with the target.
 BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
+# The EAGLE-3 head trained for it (python -m distill --head), in the published format.
+BUNDLED_HEAD = Path(__file__).resolve().parents[1] / "assets" / "head-smollm2"
+DRAFT_KINDS = ("model", "head")  # the bundled pair's drafts: the independent one, or the head that reads the target
+BUNDLED_DEFAULT_DRAFT = "model"  # the one docs/benchmarks.md measures faster at the app's defaults
 
 
 def cache_dir():
@@ -111,10 +116,16 @@ def with_measured_kernels(pair, progress=None):
     return pair
 
 
-def bundled_pair(dtype=None, device=None, progress=None):
+def bundled_pair(dtype=None, device=None, progress=None, draft_kind=None):
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     target, tokenizer = smollm2_target(dtype, device, progress)
+    if (draft_kind or BUNDLED_DEFAULT_DRAFT) == "head":
+        head = load_head(BUNDLED_HEAD, target)
+        acceptance = head.meta.get("held_out_acceptance_by_step", [float("nan")])[0]
+        return make_pair("bundled", target, head, tokenizer,
+                         f"SmolLM2-135M-Instruct (30 layers) <- EAGLE-3 head trained here ({len(head.d2t)}-token "
+                         f"vocabulary, held-out 1 - TV {acceptance:.2f})")
     draft, meta = load_draft(target, BUNDLED_DRAFT)
     layers = draft.config.num_hidden_layers
     return make_pair("bundled", target, draft, tokenizer,
@@ -140,7 +151,15 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     models = {}
+    head_config = read_config(draft_id)
     for role, model_id in (("target", target_id), ("draft", draft_id)):
+        if role == "draft" and head_config is not None and is_head_config(head_config):
+            _say(progress, f"loading EAGLE-3 head {model_id}")
+            try:
+                head = load_head(draft_id, models["target"][0])
+            except Exception as e:
+                raise ValueError(f"could not load EAGLE-3 head {shown(draft_id)}: {load_failure(e)}") from e
+            return make_pair(f"{draft_id} -> {target_id}", models["target"][0], head, models["target"][1])
         _say(progress, f"loading {role} {model_id}")
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
@@ -182,7 +201,9 @@ def normalised(spec):
 
 def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False,
               measured_kernels=True, compiled=False):
-    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``. Real pairs on the
+    """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``; the bundled pair's
+    ``draft`` is "model" (its independent draft) or "head" (its EAGLE-3 head); a target's ``draft`` may be a model
+    or an EAGLE-3 head (a folder or Hub id whose config names that architecture). Real pairs on the
     CPU use the matrix products measured faster here; ``measured_kernels=False`` keeps transformers' own path
     (the benchmarks' baseline). ``compiled=True``: the static-cache compiled decode path (``compile_pair``), faster
     per token once compiled (CPU, bundled: 52 vs 65 ms), but each new shape first compiles for about a minute
@@ -192,7 +213,12 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
 
 
 def _load(name, target, draft, dtype, device, progress, trust_remote_code, measured_kernels):
-    if target is not None or draft is not None:
+    if name in (None, "bundled") and target is None and draft is not None:
+        if draft not in DRAFT_KINDS:
+            raise ValueError(f"draft {shown(draft)} is not one of the bundled pair's drafts: use 'model' (the "
+                             "independent draft) or 'head' (the EAGLE-3 head), or give target= with it")
+        pair = bundled_pair(dtype, device, progress, draft)
+    elif target is not None or draft is not None:
         if not (target and draft):
             raise ValueError("give both target= and draft= model ids")
         pair = hub_pair(target, draft, dtype, device, progress, trust_remote_code)

@@ -121,8 +121,7 @@ def unrolled(head, ids, streams, k):
 
 
 def targets(final, lm_rows):
-    """The target's distribution over the draft vocabulary (renormalised), and its log over the full vocabulary's
-    share kept by it (for the held-out TV against the full p)."""
+    """log p over the draft vocabulary, renormalised there: the best q a head over it can be."""
     return torch.log_softmax(final @ lm_rows.T, -1)
 
 
@@ -215,7 +214,7 @@ def train_head(pair, args, say):
             for group_ in opt.param_groups:
                 group_["lr"] = lr
             losses, _ = step_losses(head, collate([items[i] for i in group]), lm_rows, full_head, k)
-            loss = sum(DECAY ** j * l for j, l in enumerate(losses))
+            loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -226,8 +225,8 @@ def train_head(pair, args, say):
                 head.eval()
                 scores = evaluate(head, held, lm_rows, full_head, k)
                 head.train()
-                state["curve"].append([state["step"], round(state["seconds"] / 60, 2), round(float(loss), 4), scores])
-                say(f"step {state['step']}  {state['seconds'] / 60:.1f} min  loss {float(loss):.3f}  held-out 1 - TV "
+                state["curve"].append([state["step"], round(state["seconds"] / 60, 2), round(loss.item(), 4), scores])
+                say(f"step {state['step']}  {state['seconds'] / 60:.1f} min  loss {loss.item():.3f}  held-out 1 - TV "
                     f"by step {scores}")
                 if scores[0] > state["best"]:
                     state["best"] = scores[0]
