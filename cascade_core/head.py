@@ -273,7 +273,11 @@ def save_head(head, folder, meta=None):
     config = {k: v for k, v in head.config.to_dict().items() if not k.startswith("_")}
     config.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1,
                   draft_vocab_size=len(head.d2t), target_hidden_size=head.fc.in_features // len(head.aux_layers),
-                  tie_word_embeddings=False, torch_dtype="float16")
+                  tie_word_embeddings=False, torch_dtype="float16",
+                  rope_theta=(config.get("rope_parameters") or {}).get("rope_theta", 10000.0))  # for transformers 4.x readers
+    for key in ("id2label", "label2id", "return_dict", "output_attentions", "output_hidden_states", "problem_type",
+                "chunk_size_feed_forward", "is_encoder_decoder", "dtype"):
+        config.pop(key, None)
     if tuple(head.aux_layers) != default_aux_layers(config.pop("target_num_hidden_layers", 0) or -1):
         config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(head.aux_layers)}
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -13,7 +13,6 @@
 """
 import json
 import math
-import random
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from transformers import DynamicCache
 from cascade_core.head import new_head, save_head
 
 from . import data
+from .train import make_batches
 from .vocab import ExpectedCounts
 
 DECAY = 0.8  # SpecForge's weight of step j's loss: DECAY ** (j - 1)
@@ -151,17 +151,7 @@ def step_losses(head, batch, lm_rows, full_head, k, with_tv=False):
 
 
 def batches(items, tokens_per_batch, seed):
-    order = sorted(range(len(items)), key=lambda i: len(items[i]["ids"]))
-    out, current, longest = [], [], 0
-    for i in order:
-        longest = max(longest, len(items[i]["ids"]))
-        if current and longest * (len(current) + 1) > tokens_per_batch:
-            out.append(current)
-            current, longest = [], len(items[i]["ids"])
-        current.append(i)
-    out.append(current)
-    random.Random(seed).shuffle(out)
-    return out
+    return make_batches([len(x["ids"]) for x in items], tokens_per_batch, seed)
 
 
 @torch.no_grad()

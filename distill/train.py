@@ -15,15 +15,15 @@ from cascade_core.models import default_device, make_pair, smollm2_target
 from . import data
 
 
-def make_batches(examples, tokens_per_batch, seed):
-    """Groups of examples of similar length (little padding) holding about tokens_per_batch tokens."""
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i]["input_ids"]))
+def make_batches(lengths, tokens_per_batch, seed):
+    """Groups of example indices of similar length (little padding) holding about tokens_per_batch tokens."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches, current, longest = [], [], 0
     for i in order:
-        longest = max(longest, len(examples[i]["input_ids"]))
+        longest = max(longest, lengths[i])
         if current and longest * (len(current) + 1) > tokens_per_batch:
             batches.append(current)
-            current, longest = [], len(examples[i]["input_ids"])
+            current, longest = [], lengths[i]
         current.append(i)
     batches.append(current)
     random.Random(seed).shuffle(batches)
@@ -121,7 +121,8 @@ def training_options(args):
 def train_on(pair, student, opt, examples, state, args, lr_at):
     """One pass over a round's answers, one optimiser step per batch of about --batch-tokens; the last loss."""
     params = [p for p in student.parameters() if p.requires_grad]
-    for batch_ids in make_batches(examples, args.batch_tokens, args.seed + state["round"]):
+    for batch_ids in make_batches([len(e["input_ids"]) for e in examples], args.batch_tokens,
+                                  args.seed + state["round"]):
         for group in opt.param_groups:
             group["lr"] = lr_at(state["step"])
         batch = collate([examples[i] for i in batch_ids], pair.target.device)

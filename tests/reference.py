@@ -46,6 +46,19 @@ def literal_pi(rule, qs, ps, q, p, alpha, greedy):
     return pi / pi.sum()
 
 
+def verified_token(rule, x, q_pair, p_pair, alpha, greedy, u):
+    """The token a position emits for the draft's proposal x: kept with probability min(1, pi(x) / q(x)) (lossy:
+    its own test), else a residual sample. q_pair, p_pair: (untempered statistics, sampling distribution)."""
+    (qs, q), (ps, p) = q_pair, p_pair
+    if rule == "lossy":
+        keep, pi = min(1.0, p[x] / ((1 - alpha) * max(q[x], 1e-10))), p
+    else:
+        pi = literal_pi(rule, qs, ps, q, p, alpha, greedy)
+        keep = min(1.0, pi[x] / max(q[x], 1e-10))
+    residual = np.maximum(0, pi - q)
+    return x if u[1] < keep else inverse_cdf(residual if residual.sum() > 0 else pi, u[2])
+
+
 def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new_tokens, min_new_tokens=0):
     """Before min_new_tokens, end-of-text's logits are -inf for both models (transformers' min-length processor)."""
     seq, out = list(prompt_ids), []
@@ -66,14 +79,7 @@ def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new
         elif rule == "draft":
             token = inverse_cdf(q, u[0])
         else:
-            x = inverse_cdf(q, u[0])
-            if rule == "lossy":
-                keep, pi = min(1.0, p[x] / ((1 - alpha) * max(q[x], 1e-10))), p
-            else:
-                pi = literal_pi(rule, qs, ps, q, p, alpha, greedy)
-                keep = min(1.0, pi[x] / max(q[x], 1e-10))
-            residual = np.maximum(0, pi - q)
-            token = x if u[1] < keep else inverse_cdf(residual if residual.sum() > 0 else pi, u[2])
+            token = verified_token(rule, inverse_cdf(q, u[0]), (qs, q), (ps, p), alpha, greedy, u)
         out.append(token)
         seq.append(token)
         if token in pair.eos_token_ids:

@@ -17,12 +17,12 @@ from cascade_core import RULES, generate, generate_batch, target_distribution
 from cascade_core.head import load_head, new_head, read_config, save_head
 from cascade_core.pair import make_pair
 from cascade_core.sampling import position_uniforms
-from reference import inverse_cdf, literal_pi, softmaxes
+from reference import inverse_cdf, softmaxes, verified_token
 from test_distribution import chi_square_p_value
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0,
          "lossy": 0.9, "bild": 3.7, "target": 0.0}
-N = 30
+N = 24
 AUX = (0, 1, 1)  # the tiny target has two layers: the streams entering layers 0, 1 and 1
 
 
@@ -148,16 +148,8 @@ def reference_head_generate(pair, ref, prompt_ids, rule, alpha, temperature, see
             ps, p = softmaxes(p_logits[-1, :V], temperature)
             (qs_j, q), x = qs[j], drafted[j]
             u = position_uniforms(seed, [len(out)])[0].numpy()
-            if rule == "target":
-                token = inverse_cdf(p, u[0])
-            else:
-                if rule == "lossy":
-                    keep, pi = min(1.0, p[x] / ((1 - alpha) * max(q[x], 1e-10))), p
-                else:
-                    pi = literal_pi(rule, qs_j, ps, q, p, alpha, greedy)
-                    keep = min(1.0, pi[x] / max(q[x], 1e-10))
-                residual = np.maximum(0, pi - q)
-                token = x if u[1] < keep else inverse_cdf(residual if residual.sum() > 0 else pi, u[2])
+            token = (inverse_cdf(p, u[0]) if rule == "target" else
+                     verified_token(rule, x, (qs_j, q), (ps, p), alpha, greedy, u))
             out.append(token)
             seq.append(token)
             if token in pair.eos_token_ids:
