@@ -238,7 +238,7 @@ def load_head(source, target):
     folder = head_folder(source)
     config = json.loads((folder / "config.json").read_text())
     head_config = _head_config(config)
-    layers = target.config.num_hidden_layers
+    layers = head_config.target_num_hidden_layers = target.config.num_hidden_layers  # saving compares with defaults
     aux = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or default_aux_layers(layers)
     weights, metadata = _read_weights(folder)
     draft_vocab = weights["lm_head.weight"].shape[0]
@@ -278,6 +278,7 @@ def save_head(head, folder, meta=None):
     for key in ("id2label", "label2id", "return_dict", "output_attentions", "output_hidden_states", "problem_type",
                 "chunk_size_feed_forward", "is_encoder_decoder", "dtype"):
         config.pop(key, None)
+    config.pop("eagle_config", None)  # written again below, only where the layers are not the defaults
     if tuple(head.aux_layers) != default_aux_layers(config.pop("target_num_hidden_layers", 0) or -1):
         config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(head.aux_layers)}
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -234,21 +234,23 @@ def test_a_one_token_prompt_starts_from_zero_features(head_pair):
                     max_new_tokens=12).tokens == target.tokens
 
 
-@pytest.mark.parametrize("rule, alpha, new_alpha", [("v3", 0.6, 0.7), ("chow", 0.5, 0.6), ("lossy", 0.9, 0.95)])
+@pytest.mark.parametrize("rule, alpha, new_alpha", [("chow", 0.5, 0.6), ("lossy", 0.8, 0.9)])
 def test_resumed_head_run_equals_fresh_run(head_pair, prompt_ids, rule, alpha, new_alpha):
     """A head run resumes at the start of the block holding the first changed position: a fresh run's tokens."""
-    old = generate(head_pair, prompt_ids=prompt_ids, rule=rule, alpha=alpha, gamma=3, seed=5, max_new_tokens=N)
-    fresh = generate(head_pair, prompt_ids=prompt_ids, rule=rule, alpha=new_alpha, gamma=3, seed=5, max_new_tokens=N)
+    n = 40
+    old = generate(head_pair, prompt_ids=prompt_ids, rule=rule, alpha=alpha, gamma=3, seed=5, max_new_tokens=n)
+    fresh = generate(head_pair, prompt_ids=prompt_ids, rule=rule, alpha=new_alpha, gamma=3, seed=5, max_new_tokens=n)
     k = next((i for i, (a, b) in enumerate(zip(old.tokens, fresh.tokens)) if a != b), len(fresh.tokens))
     assert 3 < k < len(fresh.tokens), "the test needs a change inside the text, after a block"
-    resumed = generate(head_pair, rule=rule, alpha=new_alpha, gamma=3, seed=5, max_new_tokens=N, resume=(old, k))
+    resumed = generate(head_pair, rule=rule, alpha=new_alpha, gamma=3, seed=5, max_new_tokens=n, resume=(old, k))
     assert resumed.tokens == fresh.tokens
 
 
-def test_emitted_token_follows_pi_with_a_head(head_pair, reference_head, prompt_ids):
+def test_emitted_token_follows_pi_with_a_head(head_pair, reference_head, tiny64):
     """Many seeds of the first position: the emitted token follows pi = rule(q, p), with the head's q zero outside
-    its vocabulary (the residual emits those tokens)."""
+    its vocabulary (the residual emits those tokens; this prompt's pi has 0.18 of its mass there)."""
     n, rule, alpha = 3000, "v3", 0.6
+    prompt_ids = tiny64.tokenizer("abc", add_special_tokens=False)["input_ids"]
     q = torch.softmax(torch.tensor(block_qs(reference_head, head_pair.target, prompt_ids, [], head_pair.vocab_size)[0]),
                       -1)
     _, p_logits = streams(head_pair.target, prompt_ids, AUX)
