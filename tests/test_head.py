@@ -348,3 +348,17 @@ def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
         drafted = [batch.draft([[sequence[t + 1 + j]]])[0][0] for j in range(3)]
     for j, logits in enumerate(drafted):
         assert torch.allclose(logits[head.token_ids], trained[j][t], atol=1e-9, rtol=0), f"step {j + 1}"
+
+
+def test_the_bundled_head_reads_the_bundled_target_exactly(bundled):
+    """The shipped head in its published format over the bundled target: its layers (2, 15, 27 by default), its
+    8,192-token vocabulary, and lossless greedy with it is the target's greedy text."""
+    from cascade_core.models import BUNDLED_HEAD
+
+    head = load_head(BUNDLED_HEAD, bundled.target)
+    assert head.aux_layers == (2, 15, 27) and len(head.d2t) == 8192 and "eagle_config" not in read_config(BUNDLED_HEAD)
+    pair = make_pair("bundled+head", bundled.target, head, bundled.tokenizer)
+    target = generate(pair, "Why is the sky blue?", rule="target", temperature=0.0, max_new_tokens=16)
+    lossless = generate(pair, "Why is the sky blue?", rule="lossless", temperature=0.0, gamma=3, max_new_tokens=16)
+    assert lossless.tokens == target.tokens
+    assert lossless.stats["acceptance_rate"] > 0.05  # it reads the target: a random head would not
