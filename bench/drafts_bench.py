@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
+from bench.speedup_bench import label  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.head import new_head  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
@@ -31,10 +32,6 @@ TEMPERATURE = 0.7  # the app's default
 METHODS = ([("target", 0.0, 1), ("lossless", 0.0, "auto"), ("lossless", 0.0, 3)]
            + [("v3", a, "auto") for a in (0.5, 0.7, 0.9)] + [("chow", 0.5, "auto"), ("opt", 0.2, "auto")])
 DRAFTS = ("model", "head")
-
-
-def label(rule, alpha, gamma):
-    return "target-only" if rule == "target" else f"{rule} {alpha:g}, gamma {gamma}"
 
 
 def per_position_acceptance(traces, depth=5):

@@ -69,8 +69,8 @@ def hole_mask(valid, width, dtype):
 class CachedModel:
     """One model with its KV cache over ``len(counters)`` rows. Every call is counted and timed in the counters of
     each row it feeds (a batched forward is one call for every row in it): the timings give the measured cost
-    ratio c. ``pending[row]``: tokens a sequential cascade emitted without this model; it reads them on the row's
-    next call. ``features[row]``: the features of the slots the last call (or prefill) fed for the row, where the
+    ratio c. ``pending[row]``: tokens the model reads on the row's next call before its input (those a sequential
+    cascade emitted without this model; the kept positions a head re-reads with the target's features). ``features[row]``: the features of the slots the last call (or prefill) fed for the row, where the
     model hands any over (``feature_layers``: the target's streams a head reads; a head: its output h)."""
 
     def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1, feature_layers=()):

@@ -33,9 +33,13 @@ class SubVocabularyHead(torch.nn.Module):
         self.vocab_size = vocab_size
 
     def forward(self, hidden):
-        logits = self.head(hidden)
-        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
-        return full.index_copy_(-1, self.token_ids, logits)
+        return scattered(self.head(hidden), self.token_ids, self.vocab_size)
+
+
+def scattered(logits, token_ids, vocab_size):
+    """Logits over a sub-vocabulary placed at their token ids in a row of -inf: q is zero for every other token."""
+    full = logits.new_full((*logits.shape[:-1], vocab_size), float("-inf"))
+    return full.index_copy_(-1, token_ids, logits)
 
 
 def build_draft(target, layers):

@@ -24,6 +24,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from .cached import CachedModel, cache_argument, hole_mask
+from .draft import scattered
 from .values import shown
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"  # what we write; what we read: any architecture naming Eagle3
@@ -107,6 +108,7 @@ class Eagle3Head(torch.nn.Module):
         self.register_buffer("d2t", torch.zeros(draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.zeros(config.vocab_size, dtype=torch.bool))
         self.embed_tokens = embed_tokens  # the target's (the same module) unless the file has its own
+        self.shares_embedding = True  # load_head: False where the file had its own (saving then keeps it)
         self.rotary_emb = LlamaRotaryEmbedding(config)
 
     @property
@@ -154,12 +156,6 @@ class Eagle3Head(torch.nn.Module):
             attention_mask = hole_mask(torch.ones(rows, past + width, dtype=torch.bool, device=input_ids.device),
                                        width, self.dtype)
         return self.midlayer(embeds, g, self.rotary_emb(embeds, position_ids), attention_mask, cache)
-
-
-def scattered(logits, token_ids, vocab_size):
-    """Logits over a sub-vocabulary placed at their token ids in a row of -inf: q is zero for every other token."""
-    full = logits.new_full((*logits.shape[:-1], vocab_size), float("-inf"))
-    return full.index_copy_(-1, token_ids, logits)
 
 
 def new_head(target, token_ids, aux_layers=None, seed=0):
@@ -223,9 +219,11 @@ def head_folder(source):
 
 
 def read_config(source):
-    """config.json of a folder or Hub id, or None where there is none to read."""
+    """config.json of a folder or Hub id (that file alone: a model's weights are for its loader), or None where
+    there is none to read."""
     try:
-        path = Path(head_folder(source)) / "config.json"
+        path = Path(source) / "config.json" if Path(source).is_dir() else Path(
+            huggingface_hub.hf_hub_download(source, "config.json"))
         return json.loads(path.read_text()) if path.exists() else None
     except Exception:  # an id that is not a head's (or not reachable) is for the model loader to explain
         return None
@@ -249,6 +247,7 @@ def load_head(source, target):
     else:
         embed_tokens = torch.nn.Embedding.from_pretrained(embed.to(target.dtype), freeze=True)
     head = Eagle3Head(head_config, embed_tokens, aux, target_hidden, draft_vocab)
+    head.shares_embedding = embed is None
     if "d2t" not in weights:  # a head over the whole vocabulary
         weights["d2t"] = torch.zeros(draft_vocab, dtype=torch.long)
     weights.setdefault("t2d", torch.zeros(head_config.vocab_size, dtype=torch.bool))
@@ -284,7 +283,7 @@ def save_head(head, folder, meta=None):
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     tensors = {}
     for name, value in head.state_dict().items():
-        if name.startswith("embed_tokens.") and getattr(head, "shares_embedding", True):
+        if name.startswith("embed_tokens.") and head.shares_embedding:
             continue
         tensors[name] = value.detach().cpu().contiguous()
         if value.is_floating_point():
@@ -297,61 +296,51 @@ def save_head(head, folder, meta=None):
 class HeadDraft:
     """The engine's draft for a head: a cached model over the head that reads the target's features.
 
-    Per row it keeps ``carry``: the g of the next pair, with the ids still to read before the row's next input
-    (``pending``). After the target reads a row's history, the head reads (features_t, token t + 1) for all but the
-    last position and carries the last feature; each drafting step reads (g, x) and carries its own output h;
-    ``catch_up`` forgets the block's drafted entries and carries the target's features of the kept positions,
-    read together with the next block's first input in one call."""
+    Per row it keeps ``carry``: the g of each slot of the row's next call, which reads the ids still pending in the
+    cached model and then the row's input. After the target reads a row's history, the head reads (features_t,
+    token t + 1) for all but the last position and carries the last feature; each drafting step reads (g, x) and
+    carries its own output h; ``catch_up`` forgets the block's drafted entries and carries the target's features of
+    the kept positions, whose ids the cached model reads with the next block's first input in one call."""
 
     def __init__(self, head, target, vocab_size, counters):
         self.head, self.target = head, target  # target: the CachedModel whose calls hand over the features
         self.cached = CachedModel(head, "draft", vocab_size, counters)
-        self.carry = [None] * len(counters)  # per row: ("features" or "hidden", [k, width]), k = len(pending) + 1
-        self.pending = [[] for _ in counters]
+        self.carry = [None] * len(counters)  # per row: ("features" or "hidden", [k, width]), k = pending ids + 1
 
     model = property(lambda self: self.head)
     seconds = property(lambda self: self.cached.seconds)
 
-    def _read(self, sequences, features, read):
+    def _read(self, sequences, read):
         """Prefill or join: each row reads its history's pairs but the last; the last feature is carried. A row the
         target read nothing of (a one-token prompt, or a failed prefill) starts from g = 0."""
-        extra, carry, sequences = [], [], [s if f is not None else [] for s, f in zip(sequences, features)]
-        for sequence, feature in zip(sequences, features):
-            if sequence:
-                extra.append({"features": feature[:-1]})
-                carry.append(("features", feature[-1:]))
-            else:
-                extra.append(None)
-                carry.append(None)
-        errors = read([list(s[1:]) for s in sequences], extra)
-        return carry, errors
+        features = self.target.features
+        sequences = [s if f is not None else [] for s, f in zip(sequences, features)]
+        extra = [{"features": f[:-1]} if s else None for s, f in zip(sequences, features)]
+        carry = [("features", f[-1:]) if s else None for s, f in zip(sequences, features)]
+        return carry, read([list(s[1:]) for s in sequences], extra)
 
     def prefill(self, sequences):
-        carry, errors = self._read(sequences, self.target.features, self.cached.prefill)
-        self.carry, self.pending = carry, [[] for _ in sequences]
+        self.carry, errors = self._read(sequences, self.cached.prefill)
         return errors
 
     def join(self, sequences, counters):
-        carry, errors = self._read(sequences, self.target.features,
-                                   lambda seqs, extra: self.cached.join(seqs, counters, extra))
+        carry, errors = self._read(sequences, lambda seqs, extra: self.cached.join(seqs, counters, extra))
         self.carry += carry
-        self.pending += [[] for _ in sequences]
         return errors
 
     def __call__(self, inputs):
         """One drafting step: each feeding row reads its pending ids and its input with the carried g."""
-        feeds = [self.pending[r] + ids if ids else [] for r, ids in enumerate(inputs)]
         kinds = {self.carry[r][0] for r, ids in enumerate(inputs) if ids and self.carry[r] is not None}
         if len(kinds) > 1:  # rows at different steps of a block never share a call: the engine keeps them in step
             raise RuntimeError("rows at different drafting steps in one head call")
         kind = kinds.pop() if kinds else "hidden"
         extra = [{kind: self.carry[r][1]} if ids and self.carry[r] is not None else None
-                 for r, ids in enumerate(feeds)]
-        logits = self.cached(feeds, extra)
-        for r, ids in enumerate(feeds):
+                 for r, ids in enumerate(inputs)]
+        logits = self.cached(inputs, extra)
+        for r, ids in enumerate(inputs):
             if ids:
-                self.carry[r], self.pending[r] = ("hidden", self.cached.features[r][-1:]), []
-        return [None if l is None else l[len(l) - len(inputs[r]):] for r, l in enumerate(logits)]
+                self.carry[r] = ("hidden", self.cached.features[r][-1:])
+        return logits
 
     def catch_up(self, row, drafted, emitted):
         """After row's verification: its ``drafted`` steps' own entries go but the first (it read true features);
@@ -359,20 +348,14 @@ class HeadDraft:
         if not drafted:
             return
         self.cached.forget(row, drafted - 1)
-        self.pending[row] = []
-        if emitted:
-            # the target read [last, x_0 .. x_{m-2}]: features for m slots; pair them with x_0 .. x_{m-1}
-            tokens, features = emitted, self.target.features[row][: len(emitted)]
-            self.pending[row] = list(tokens[:-1])
-            self.carry[row] = ("features", features)
-
-    def forget(self, row, n_tokens):
-        self.cached.forget(row, n_tokens)
+        # the target read [last, x_0 .. x_{m-2}]: features for m slots, paired with x_0 .. x_{m-1}, the last of
+        # which is the row's next input
+        self.cached.pending[row] = list(emitted[:-1])
+        self.carry[row] = ("features", self.target.features[row][: len(emitted)])
 
     def keep_rows(self, rows):
         self.cached.keep_rows(rows)
         self.carry = [self.carry[r] for r in rows]
-        self.pending = [self.pending[r] for r in rows]
 
     def settle(self):
         self.cached.settle()

@@ -22,7 +22,7 @@ from transformers import DynamicCache
 from cascade_core.head import new_head, save_head
 
 from . import data
-from .train import make_batches
+from .train import held_out_set, make_batches
 from .vocab import ExpectedCounts
 
 DECAY = 0.8  # SpecForge's weight of step j's loss: DECAY ** (j - 1)
@@ -48,13 +48,6 @@ def answer_rounds(pair, work, args, say):
         examples += saved["examples"]
         mass += saved["mass"]
     return examples, mass
-
-
-def held_out(pair, work, args, say):
-    path = work / "held_out.pt"
-    if not path.exists():
-        torch.save(data.sampled_answers(pair, data.EVAL_PROMPTS * 2, 96, args.gen_batch, args.seed + 1, say), path)
-    return torch.load(path)
 
 
 @torch.no_grad()
@@ -178,7 +171,7 @@ def train_head(pair, args, say):
         p.requires_grad = False
     layers = head.aux_layers
     items = feature_set(pair, examples, work / "features.pt", layers, say)
-    held = feature_set(pair, held_out(pair, work, args, say), work / "held_out_features.pt", layers, say)
+    held = feature_set(pair, held_out_set(pair, work, args, say), work / "held_out_features.pt", layers, say)
     full_head = pair.target.get_output_embeddings().weight.detach().float()
     lm_rows = full_head[head.token_ids]
     params = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("embed_tokens.")]
