@@ -18,7 +18,8 @@ def distill(args):
     say = lambda m: print(m, flush=True)  # noqa: E731
     if args.head:
         state = train_head(teacher(), args, say)
-        say(f"done: best held-out 1 - TV at the first step {state['best']:.3f}; head in {args.out}")
+        say(f"done: {state['step']} steps; best held-out drafted tokens kept per block of {args.unroll} at T 0.7: "
+            f"{state['best']:.3f}; head in {args.out}")
         return
     if args.head_vocabulary:
         rank_head_vocabulary(teacher(), args.out, args.work, args.head_vocabulary, args.round_prompts,
@@ -59,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--draft-vocabulary", type=int, default=8192, help="head mode: the head's vocabulary size")
     p.add_argument("--rounds", type=int, default=24, help="head mode: rounds of --round-prompts answers to train on")
     p.add_argument("--unroll", type=int, default=3, help="head mode: k, the training-time test's unrolled steps")
+    p.add_argument("--eager-loss", dest="compile", action="store_false",
+                   help="head mode: the loss without torch.compile (compiled: 2.4x faster here, after a ~16 s compile)")
     p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")
     p.add_argument("--no-report", action="store_true", help="train only; skip the CPU-timed report")
     return p.parse_args(argv)

@@ -19,57 +19,67 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from cascade_core.head import new_head, save_head
+from cascade_core.head import default_aux_layers, new_head, save_head
 
 from . import data
+from .precision import precision
 from .train import held_out_set, make_batches
 from .vocab import ExpectedCounts
 
 DECAY = 0.8  # SpecForge's weight of step j's loss: DECAY ** (j - 1)
 
 
-def answer_rounds(pair, work, args, say):
-    """Sample (or reuse) --rounds rounds of answers; returns them and the expected counts over all of them."""
-    folder = work / "answers"
-    folder.mkdir(parents=True, exist_ok=True)
+def training_rounds(pair, work, args, layers, say):
+    """--rounds rounds of the target's answers to --round-prompts fresh instructions (``answers/``) and their
+    features (``features/``), each made once and kept; returns every round's features and the target's expected
+    token counts over all the answers (the draft vocabulary's ranking)."""
+    for folder in ("answers", "features"):
+        (work / folder).mkdir(parents=True, exist_ok=True)
     prompts = data.instructions(args.seed)
-    examples, mass = [], torch.zeros(pair.vocab_size, dtype=torch.float64)
+    items, mass, sampler = [], torch.zeros(pair.vocab_size, dtype=torch.float64), None
     for r in range(args.rounds):
-        path = folder / f"{r:04d}.pt"
-        if not path.exists():
+        answers = work / "answers" / f"{r:04d}.pt"
+        if not answers.exists():
             counts, start = ExpectedCounts(pair.vocab_size), time.perf_counter()
             batch = prompts[r * args.round_prompts: (r + 1) * args.round_prompts]
+            sampler = sampler or data.sampler_model(pair.target)
             got = data.sampled_answers(pair, batch, args.answer_tokens, args.gen_batch, args.seed + 7919 * (r + 1),
-                                       lambda m: None, watch=counts)
-            torch.save({"examples": got, "mass": counts.mass}, path)
+                                       lambda m: None, watch=counts, model=sampler)
+            torch.save({"examples": got, "mass": counts.mass}, answers)
             say(f"answers: round {r + 1}/{args.rounds} ({sum(len(e['input_ids']) - e['first'] for e in got)} "
                 f"answer tokens, {time.perf_counter() - start:.0f} s)")
-        saved = torch.load(path)
-        examples += saved["examples"]
+        saved = torch.load(answers)
         mass += saved["mass"]
-    return examples, mass
+        items += feature_set(pair, saved["examples"], work / "features" / f"{r:04d}.pt", layers, say)
+    return items, mass
 
 
 @torch.no_grad()
-def features_of(pair, example, layers):
-    """The target's three streams [T, 3H] and final hidden state [T, H] over one example, float16."""
-    ids = torch.tensor([example["input_ids"]], device=pair.target.device)
-    out = pair.target.model(input_ids=ids, output_hidden_states=True)
-    streams = torch.cat([out.hidden_states[i] for i in layers], -1)[0]
-    return dict(ids=ids[0].cpu(), first=example["first"], streams=streams.half().cpu(),
-                final=out.last_hidden_state[0].half().cpu())
+def features_of(pair, examples, layers):
+    """Per example: the target's three streams [T, 3H] and final hidden state [T, H], float16, computed in float32
+    (what the engine hands the head). Rows are right-padded: causal attention keeps padding out of every real
+    position."""
+    width = max(len(e["input_ids"]) for e in examples)
+    ids = torch.zeros(len(examples), width, dtype=torch.long)
+    for r, e in enumerate(examples):
+        ids[r, : len(e["input_ids"])] = torch.tensor(e["input_ids"])
+    out = pair.target.model(input_ids=ids.to(pair.target.device), output_hidden_states=True)
+    streams = torch.cat([out.hidden_states[i] for i in layers], -1).half().cpu()
+    final = out.last_hidden_state.half().cpu()
+    return [dict(ids=ids[r, : len(e["input_ids"])], first=e["first"], streams=streams[r, : len(e["input_ids"])].clone(),
+                 final=final[r, : len(e["input_ids"])].clone()) for r, e in enumerate(examples)]
 
 
-def feature_set(pair, examples, path, layers, say):
-    """Features of every example, computed once and kept at path."""
+def feature_set(pair, examples, path, layers, say, tokens_per_batch=8192):
+    """Features of every example (in batches of similar length), computed once and kept at path."""
     if path.exists():
         return torch.load(path)
-    start, out = time.perf_counter(), []
-    for i, example in enumerate(examples):
-        out.append(features_of(pair, example, layers))
-        if (i + 1) % 200 == 0:
-            say(f"features: {i + 1}/{len(examples)} ({time.perf_counter() - start:.0f} s)")
+    start, out = time.perf_counter(), [None] * len(examples)
+    for group in make_batches([len(e["input_ids"]) for e in examples], tokens_per_batch, 0):
+        for i, item in zip(group, features_of(pair, [examples[i] for i in group], layers)):
+            out[i] = item
     torch.save(out, path)
+    say(f"features: {path.name} ({sum(len(x['ids']) for x in out)} tokens, {time.perf_counter() - start:.0f} s)")
     return out
 
 
@@ -113,34 +123,33 @@ def unrolled(head, ids, streams, k):
     return outputs
 
 
-def targets(final, lm_rows):
-    """log p over the draft vocabulary, renormalised there: the best q a head over it can be."""
-    return torch.log_softmax(final @ lm_rows.T, -1)
+def soft_cross_entropy(logits, p):
+    """Mean over rows of -sum_v p_v log softmax(logits)_v, written as logsumexp(z) - p . z (p sums to one): the
+    same loss with two passes over the [positions, vocabulary] logits instead of five (compiled, one loop)."""
+    z = logits.float()
+    return (torch.logsumexp(z, -1) - (p * z).sum(-1)).mean()
 
 
-def step_losses(head, batch, lm_rows, full_head, k, with_tv=False):
-    """Per step j: the mean soft cross-entropy at the positions it learns (and, with_tv, the mean 1 - TV(p, q)
-    with q placed in the full vocabulary)."""
-    ids, streams, final, lengths, firsts = batch
-    rows, width = ids.shape
-    outs = unrolled(head, ids, streams, k)
-    losses, accepts = [], []
+def learnt(lengths, firsts, width, j):
+    """(rows, bases) of the positions step j learns: base t predicts token t + j + 1, an answer token, whose
+    distribution p is the target's at position t + j."""
     base = torch.arange(width)[None]
-    for j, h in enumerate(outs, start=1):
-        # base t predicts token t + j + 1, whose distribution p is the target's at position t + j
-        learn = (base + j + 1 < lengths[:, None]) & (base + j >= firsts[:, None])
-        if not learn.any():
-            break
-        at = (base + j).clamp(max=width - 1).expand(rows, -1)
-        target_final = final.gather(1, at[..., None].expand(-1, -1, final.shape[-1]))[learn]
-        logq = torch.log_softmax(head.draft_logits(h[learn]).float(), -1)
-        logp = targets(target_final, lm_rows)
-        losses.append(-(logp.exp() * logq).sum(-1).mean())
-        if with_tv:
-            p_full = torch.softmax(target_final @ full_head.T, -1)
-            q_full = torch.zeros_like(p_full).index_copy_(-1, head.token_ids, logq.exp())
-            accepts.append(float(1 - 0.5 * (p_full - q_full).abs().sum(-1).mean()))
-    return losses, accepts
+    return ((base + j + 1 < lengths[:, None]) & (base + j >= firsts[:, None])).nonzero(as_tuple=True)
+
+
+def step_losses(head, batch, lm_rows, k, loss=soft_cross_entropy):
+    """Per step j of the training-time test: the mean soft cross-entropy at the positions it learns, against the
+    target's distribution over the draft vocabulary (renormalised there: the best q a head over it can be),
+    computed once per batch and read by every step."""
+    ids, streams, final, lengths, firsts = batch
+    with torch.no_grad():
+        p = torch.softmax((final @ lm_rows.T).float(), -1)
+    losses = []
+    for j, h in enumerate(unrolled(head, ids, streams, k), start=1):
+        rows, bases = learnt(lengths, firsts, ids.shape[1], j)
+        if len(rows):
+            losses.append(loss(head.draft_logits(h[rows, bases]), p[rows, bases + j]))
+    return losses
 
 
 def batches(items, tokens_per_batch, seed):
@@ -148,76 +157,98 @@ def batches(items, tokens_per_batch, seed):
 
 
 @torch.no_grad()
-def evaluate(head, held, lm_rows, full_head, k):
-    accepts = [[] for _ in range(k)]
+def evaluate(head, held, full_head, k, temperatures=(1.0, 0.7)):
+    """Held-out 1 - TV(p, q) per drafting step at each temperature (float32, as the engine drafts): the expected
+    lossless acceptance of the step's proposal, q placed in the full vocabulary (zero outside the head's)."""
+    sums = {t: [0.0] * k for t in temperatures}
+    counts = [0] * k
     for group in batches(held, 2048, 0):
-        _, a = step_losses(head, collate([held[i] for i in group]), lm_rows, full_head, k, with_tv=True)
-        for j, value in enumerate(a):
-            accepts[j].append(value)
-    return [round(sum(a) / len(a), 4) for a in accepts if a]
+        ids, streams, final, lengths, firsts = collate([held[i] for i in group])
+        for j, h in enumerate(unrolled(head, ids, streams, k), start=1):
+            rows, bases = learnt(lengths, firsts, ids.shape[1], j)
+            logits_q = head.draft_logits(h[rows, bases]).float()
+            logits_p = final[rows, bases + j] @ full_head.T
+            for t in temperatures:
+                q = torch.softmax(logits_q / t, -1)
+                p = torch.softmax(logits_p / t, -1)[:, head.token_ids]
+                sums[t][j - 1] += float(torch.minimum(p, q).sum())
+            counts[j - 1] += len(rows)
+    return {str(t): [round(v / max(n, 1), 4) for v, n in zip(sums[t], counts)] for t in temperatures}
+
+
+def expected_accepted(acceptance):
+    """Expected drafted tokens kept per block of len(acceptance) proposals: sum_j prod_{i <= j} a_i (the choice of
+    checkpoint: the first step's acceptance alone would favour a head that only drafts one token well)."""
+    kept, run = 0.0, 1.0
+    for a in acceptance:
+        run *= a
+        kept += run
+    return kept
 
 
 def train_head(pair, args, say):
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)
-    examples, mass = answer_rounds(pair, work, args, say)
+    layers = default_aux_layers(pair.target.config.num_hidden_layers)
+    items, mass = training_rounds(pair, work, args, layers, say)
     ranked = sorted(range(pair.vocab_size), key=lambda v: (-float(mass[v]), v))
-    token_ids = sorted(ranked[: args.draft_vocabulary])
     coverage = {n: round(float(mass[ranked[:n]].sum() / mass.sum()), 4) for n in (4096, 8192, 16384, 32768)}
     say(f"draft vocabulary {args.draft_vocabulary}: share of the target's expected counts by size {coverage}")
-    head = new_head(pair.target, token_ids).float()
+    head = new_head(pair.target, sorted(ranked[: args.draft_vocabulary]), layers).float()
     for p in head.embed_tokens.parameters():
         p.requires_grad = False
-    layers = head.aux_layers
-    items = feature_set(pair, examples, work / "features.pt", layers, say)
     held = feature_set(pair, held_out_set(pair, work, args, say), work / "held_out_features.pt", layers, say)
-    full_head = pair.target.get_output_embeddings().weight.detach().float()
-    lm_rows = full_head[head.token_ids]
     params = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("embed_tokens.")]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     state = {"step": 0, "epoch": 0, "seconds": 0.0, "best": -1.0, "curve": []}
     ckpt = work / "checkpoint.pt"
-    if ckpt.exists():
+    if ckpt.exists():  # the head's vocabulary (d2t, t2d) comes back with it
         saved = torch.load(ckpt)
         head.load_state_dict(saved["head"], strict=False)
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
         say(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min)")
+    full_head = pair.target.get_output_embeddings().weight.detach().float()
+    lm_rows = full_head[head.token_ids]
+    loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
     budget, k = args.minutes * 60, args.unroll
     meta = lambda scores: dict(target="SmolLM2-135M-Instruct", step=state["step"], minutes=round(state["seconds"] / 60, 1),  # noqa: E731
-                               unroll=k, draft_vocabulary=args.draft_vocabulary, coverage=coverage,
-                               answers=len(examples), answer_tokens=sum(len(x["ids"]) - x["first"] for x in items),
+                               unroll=k, draft_vocabulary=len(head.d2t), coverage=coverage, answers=len(items),
+                               answer_tokens=sum(len(x["ids"]) - x["first"] for x in items),
                                held_out_acceptance_by_step=scores, lr=args.lr, batch_tokens=args.batch_tokens)
-    while state["seconds"] < budget:
+    done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
+    while not done():
         for group in batches(items, args.batch_tokens, args.seed + state["epoch"]):
             start = time.perf_counter()
             frac = min(1.0, state["seconds"] / budget)
             lr = args.lr * min(1.0, (state["step"] + 1) / 30) * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
             for group_ in opt.param_groups:
                 group_["lr"] = lr
-            losses, _ = step_losses(head, collate([items[i] for i in group]), lm_rows, full_head, k)
-            loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))
+            with precision(pair.target.device):
+                losses = step_losses(head, collate([items[i] for i in group]), lm_rows, k, loss_fn)
+                loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             state["step"] += 1
             state["seconds"] += time.perf_counter() - start
-            if state["step"] % args.eval_every == 0 or state["seconds"] >= budget:
+            if state["step"] % args.eval_every == 0 or done():
                 head.eval()
-                scores = evaluate(head, held, lm_rows, full_head, k)
+                scores = evaluate(head, held, full_head, k)
                 head.train()
                 state["curve"].append([state["step"], round(state["seconds"] / 60, 2), round(loss.item(), 4), scores])
                 say(f"step {state['step']}  {state['seconds'] / 60:.1f} min  loss {loss.item():.3f}  held-out 1 - TV "
-                    f"by step {scores}")
-                if scores[0] > state["best"]:
-                    state["best"] = scores[0]
+                    f"by step at T 1 {scores['1.0']}, at T 0.7 {scores['0.7']}")
+                score = expected_accepted(scores["0.7"])
+                if score > state["best"]:
+                    state["best"] = score
                     save_head(head, args.out, meta(scores))
                 torch.save({"head": {n: v for n, v in head.state_dict().items() if not n.startswith("embed_tokens.")},
                             "opt": opt.state_dict(), "state": state}, ckpt)
                 (work / "curve.json").write_text(json.dumps(state["curve"]))
-            if state["seconds"] >= budget:
+            if done():
                 break
         state["epoch"] += 1
     return state

@@ -13,6 +13,7 @@ from cascade_core.draft import DRAFT_FILE, build_draft, draft_meta, own_state, s
 from cascade_core.models import default_device, make_pair, smollm2_target
 
 from . import data
+from .precision import precision
 
 
 def make_batches(lengths, tokens_per_batch, seed):
@@ -42,11 +43,6 @@ def collate(examples, device):
         mask[r, :n] = 1
         learn[r, e["first"] : n - 1] = True
     return ids.to(device), mask.to(device), learn.to(device)
-
-
-def precision(device):
-    """bfloat16 autocast on CUDA (where the matrix units are), plain float32 on the CPU."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
 def next_token_logp(model, batch, vocab):
@@ -94,8 +90,7 @@ def held_out_set(pair, work, args, say):
     path = work / "held_out.pt"
     if not path.exists():
         prompts = data.EVAL_PROMPTS * args.eval_samples
-        torch.save(data.sampled_answers(pair, prompts, 96, args.gen_batch, args.seed + 1, say,
-                                        precision(pair.target.device)), path)
+        torch.save(data.sampled_answers(pair, prompts, 96, args.gen_batch, args.seed + 1, say), path)
     return torch.load(path)
 
 
@@ -180,6 +175,7 @@ def train(pair, work, args, say):
         say(f"continuing the draft in {args.init_from}")
     held_out = held_out_set(pair, work, args, say)
     prompts = data.instructions(args.seed)
+    sampler = data.sampler_model(pair.target)
     budget = args.minutes * 60
     done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
     new_curve = not curve_path.exists()
@@ -191,7 +187,7 @@ def train(pair, work, args, say):
             start = time.perf_counter()
             examples = data.sampled_answers(pair, round_prompts(prompts, state["round"], args.round_prompts),
                                             args.answer_tokens, args.gen_batch, args.seed + 7919 * (state["round"] + 1),
-                                            lambda m: None, precision(device))
+                                            lambda m: None, model=sampler)
             state["sampling_seconds"] += time.perf_counter() - start
             def lr_at(step):
                 return learning_rate(args, step, state["seconds"] + time.perf_counter() - start, budget)

@@ -20,15 +20,16 @@ from . import data
 
 
 class ExpectedCounts:
-    """A logits processor that adds up the softmax of every row's logits at every step (unchanged logits out).
-    Rows that already ended (padding) are counted too; their share is small and the same for every token."""
+    """Adds up the softmax of every row's logits at every sampling step (sampled_answers' ``watch``). Rows that
+    already ended (padding) are counted too; their share is small and the same for every token."""
 
     def __init__(self, vocab_size):
         self.mass = torch.zeros(vocab_size, dtype=torch.float64)
 
-    def __call__(self, input_ids, scores):
-        self.mass += torch.softmax(scores[:, : len(self.mass)].double(), -1).sum(0).cpu()
-        return scores
+    def __call__(self, scores):
+        # float32 softmax, float64 sums: a row's probabilities need no more (over 256 rows x 49,152 tokens: 19 ms
+        # a sampling step instead of 64 ms in float64)
+        self.mass += torch.softmax(scores[:, : len(self.mass)].float(), -1).sum(0).double().cpu()
 
 
 def ranked_vocabulary(pair, prompts, answer_tokens, batch_size, seed, say):
