@@ -3,7 +3,11 @@ target, every method against target-only in one process (alternating, medians), 
 with a head of AngelSlim's shapes and with the Qwen3-0.6B draft, random weights (a forward costs what the real
 one does): per-call times and c on this CPU.
 
-    python bench/drafts_bench.py [--rounds 2] [--max-new-tokens 48] [--skip-qwen]
+Then, greedy, identical tokens required: this engine's lossless with the head against transformers' assisted
+generation with the independent draft, as its users call it; and the Trade-off frontier of both drafts over the
+bundled prompt set's first three prompts of each category (21), with 95% intervals over prompts.
+
+    python bench/drafts_bench.py [--rounds 2] [--max-new-tokens 48] [--skip-qwen] [--skip-frontier]
 
 Prompts are outside every training set (the head's and the draft's). Writes its section to docs/benchmarks.md.
 """
@@ -17,14 +21,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from bench.engine_bench import hf_generate, ours  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
 from bench.speedup_bench import label  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.engine import encode_prompt  # noqa: E402
 from cascade_core.head import new_head  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.prices import calls_seconds, measure_prices, measured_prices  # noqa: E402
 from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
+from sweeps import load_prompts, sweep  # noqa: E402
+from sweeps.prompts import per_category  # noqa: E402
 from sweeps.quality import target_nll  # noqa: E402
+from sweeps.report import summarise as summarise_rows  # noqa: E402
 
 PROMPTS = ["Explain how a bicycle works.", "What is the best way to learn to cook?",
            "Describe a thunderstorm to a child.", "Why do cats purr?"]
@@ -32,6 +41,15 @@ TEMPERATURE = 0.7  # the app's default
 METHODS = ([("target", 0.0, 1), ("lossless", 0.0, "auto"), ("lossless", 0.0, 3)]
            + [("v3", a, "auto") for a in (0.5, 0.7, 0.9)] + [("chow", 0.5, "auto"), ("opt", 0.2, "auto")])
 DRAFTS = ("model", "head")
+FRONTIER = dict(prompts="assets/prompts/default.jsonl", per_category=3, rules=("lossless", "v3", "opt", "chow"),
+                alphas="auto:4", gamma=3)
+GREEDY = {"transformers generate (target only)": lambda pairs, stock, ids, n: hf_generate(stock.target, ids, n),
+          "transformers assisted, independent draft (its defaults)":
+              lambda pairs, stock, ids, n: hf_generate(stock.target, ids, n, stock.draft),
+          "ours lossless, independent draft, gamma auto":
+              lambda pairs, stock, ids, n: ours(pairs["model"], ids, n, "lossless", gamma="auto", details=False),
+          "ours lossless, head, gamma auto":
+              lambda pairs, stock, ids, n: ours(pairs["head"], ids, n, "lossless", gamma="auto", details=False)}
 
 
 def per_position_acceptance(traces, depth=5):
@@ -80,6 +98,45 @@ def summarise(results):
     return dict(rows=rows, base=base)
 
 
+def greedy_runs(pairs, stock, rounds, n, say):
+    """Every GREEDY method on every prompt, alternating (the order rotates), tokens/s and the tokens of each run."""
+    prompts = [torch.tensor([encode_prompt(stock.tokenizer, p)]) for p in PROMPTS]
+    for fn in GREEDY.values():  # warm-up
+        fn(pairs, stock, prompts[0], 2)
+    speeds, tokens, names = {name: [] for name in GREEDY}, {name: [] for name in GREEDY}, list(GREEDY)
+    for r in range(rounds):
+        for i, ids in enumerate(prompts):
+            shift = (r * len(prompts) + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                start = time.perf_counter()
+                out = GREEDY[name](pairs, stock, ids, n)
+                speeds[name].append(n / (time.perf_counter() - start))
+                tokens[name].append(out["tokens"])
+        say(f"greedy: round {r + 1}/{rounds} done")
+    base = tokens[names[0]]
+    return dict(tok_s={name: statistics.median(v) for name, v in speeds.items()},
+                spread={name: (min(v), max(v)) for name, v in speeds.items()},
+                identical=all(tokens[name] == base for name in names))
+
+
+def frontiers(pairs, n, say):
+    """Per draft: the sweep's summary (per rule and alpha, means and 95% intervals over the prompts) at the app's
+    temperature, and the fastest point (projected speed-up) within +10% of lossless's target NLL."""
+    prompts = per_category(load_prompts(FRONTIER["prompts"]), FRONTIER["per_category"])
+    out = {}
+    for draft, pair in pairs.items():
+        start = time.perf_counter()
+        rows = sweep("bundled", prompts, FRONTIER["rules"], FRONTIER["alphas"], (0,), gamma=FRONTIER["gamma"],
+                     temperature=TEMPERATURE, max_new_tokens=n, pair=pair)
+        summary = summarise_rows(rows)
+        lossless = next(s for s in summary if s["rule"] == "lossless")["target_nll_mean"]
+        within = [s for s in summary if s["target_nll_mean"] <= 1.1 * lossless and s["projected_speedup_mean"]]
+        out[draft] = dict(summary=summary, prompts=len(prompts), lossless_nll=lossless,
+                          fastest=max(within, key=lambda s: s["projected_speedup_mean"]))
+        say(f"frontier of the {draft} draft: {len(rows)} runs in {time.perf_counter() - start:.0f} s")
+    return out
+
+
 def qwen_costs(repeats=3):
     """One-token cached calls of random-weight Qwen3-1.7B (target), Qwen3-0.6B (draft) and an EAGLE-3 head of
     AngelSlim/Qwen3-1.7B_eagle3's shapes (32,000-token vocabulary), float32 on this CPU."""
@@ -98,7 +155,44 @@ def qwen_costs(repeats=3):
     return seconds
 
 
-def markdown(s, pairs, rounds, n, qwen):
+def greedy_markdown(g, rounds):
+    fastest_assisted = g["tok_s"]["transformers assisted, independent draft (its defaults)"]
+    lines = ["", f"Greedy (T 0), the same {len(PROMPTS)} prompts x {rounds} rounds, alternating; transformers on its own "
+             "Linear path (as installed), ours on the measured kernels; ours as the transformers entry runs it (no "
+             "per-position records).", "", "| method | tokens/s (min-max) | vs transformers assisted |", "|---|---|---|"]
+    for name, rate in g["tok_s"].items():
+        low, high = g["spread"][name]
+        lines.append(f"| {name} | {rate:.1f} ({low:.1f}-{high:.1f}) | {rate / fastest_assisted:.2f}x |")
+    lines += ["", f"- Greedy outputs identical (every method, every run): **{g['identical']}**."]
+    return lines
+
+
+def frontier_markdown(f, n):
+    fmt = lambda v, ci: "-" if v is None else f"{v:.2f}" + ("" if ci is None else f" ± {ci:.2f}")  # noqa: E731
+    any_draft = next(iter(f.values()))
+    lines = ["", f"Trade-off frontier (`sweeps`): the bundled prompt set's first {FRONTIER['per_category']} prompts of "
+             f"each category ({any_draft['prompts']} prompts), rules {', '.join(FRONTIER['rules'])}, alphas "
+             f"{FRONTIER['alphas']}, gamma {FRONTIER['gamma']}, T {TEMPERATURE}, {n} tokens, seed 0; means ± 95% "
+             "intervals over the prompts; speed-up: the projection priced with this pair's measured calls.", "",
+             "| draft | rule | alpha | target NLL | projected speed-up | acceptance | target calls per token |",
+             "|---|---|---|---|---|---|---|"]
+    for draft, d in f.items():
+        for s in d["summary"]:
+            alpha = "-" if s["alpha"] is None else f"{s['alpha']:.3g}"
+            lines.append(f"| {draft} | {s['rule']} | {alpha} | {fmt(s['target_nll_mean'], s['target_nll_ci'])} | "
+                         f"{fmt(s['projected_speedup_mean'], s['projected_speedup_ci'])}x | "
+                         f"{fmt(s['acceptance_rate_mean'], s['acceptance_rate_ci'])} | "
+                         f"{fmt(s['target_calls_per_token_mean'], s['target_calls_per_token_ci'])} |")
+    lines.append("")
+    for draft, d in f.items():
+        best = d["fastest"]
+        lines.append(f"- {draft}: fastest point within +10% of lossless's target NLL ({d['lossless_nll']:.2f}): "
+                     f"**{best['rule']} {best['alpha'] or 0:.3g}, {best['projected_speedup_mean']:.2f}x** projected "
+                     f"(NLL {best['target_nll_mean']:.2f}).")
+    return lines
+
+
+def markdown(s, pairs, rounds, n, qwen, greedy=None, frontier=None):
     fmt = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"## Both drafts of the bundled pair: the independent draft and the EAGLE-3 head, {cpu_description()}", "",
              f"`python bench/drafts_bench.py --rounds {rounds} --max-new-tokens {n}`, {time.strftime('%Y-%m-%d')}, "
@@ -126,6 +220,10 @@ def markdown(s, pairs, rounds, n, qwen):
                   "{:.1f} ms (c = {:.3f}).".format(1000 * qwen["target"], 1000 * qwen["verify"], 1000 * qwen["draft"],
                                                     qwen["draft"] / qwen["target"], 1000 * qwen["head"],
                                                     qwen["head"] / qwen["target"])]
+    if greedy:
+        lines += greedy_markdown(greedy, rounds)
+    if frontier:
+        lines += frontier_markdown(frontier, n)
     lines.append("")
     return "\n".join(lines)
 
@@ -135,14 +233,21 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--skip-qwen", action="store_true", help="skip the seed pair's random-weight call times")
+    p.add_argument("--skip-greedy", action="store_true", help="skip the greedy comparison with transformers")
+    p.add_argument("--skip-frontier", action="store_true", help="skip both drafts' Trade-off frontiers")
     p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
     args = p.parse_args(argv)
     pairs = {d: load_pair("bundled", draft=d) for d in DRAFTS}
     for pair in pairs.values():
         measure_prices(pair, AUTO_GAMMAS)
     summary = summarise(run_all(pairs, args.rounds, args.max_new_tokens, print))
+    greedy = None
+    if not args.skip_greedy:
+        stock = load_pair("bundled", draft="model", measured_kernels=False)
+        greedy = greedy_runs(pairs, stock, args.rounds, args.max_new_tokens, print)
+    frontier = None if args.skip_frontier else frontiers(pairs, args.max_new_tokens, print)
     qwen = None if args.skip_qwen else qwen_costs()
-    text = markdown(summary, pairs, args.rounds, args.max_new_tokens, qwen)
+    text = markdown(summary, pairs, args.rounds, args.max_new_tokens, qwen, greedy, frontier)
     print(text)
     if args.out:
         write_section(args.out, text, "## Both drafts of the bundled pair")

@@ -33,13 +33,16 @@ ALPHAS = {"v3": (0.3, 0.6), "opt": (0.0, 0.5)}
 
 
 def hf_generate(model, ids, n, assistant=None, gamma=None):
+    """Greedy transformers generate; with ``assistant``, assisted generation: a constant block of ``gamma`` drafts,
+    or, with gamma None, its own defaults, as a user calls it."""
     kwargs = dict(do_sample=False, max_new_tokens=n, min_new_tokens=n, attention_mask=torch.ones_like(ids))
     if assistant is not None:
+        kwargs["assistant_model"] = assistant
+    if assistant is not None and gamma is not None:
         # A constant block of gamma drafts: no schedule, no confidence-based early stop.
         assistant.generation_config.num_assistant_tokens = gamma
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0
-        kwargs["assistant_model"] = assistant
     with torch.inference_mode():
         out = model.generate(ids, **kwargs)
     return {"tokens": out[0, ids.shape[1]:].tolist()}

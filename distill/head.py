@@ -176,6 +176,21 @@ def evaluate(head, held, full_head, k, temperatures=(1.0, 0.7)):
     return {str(t): [round(v / max(n, 1), 4) for v, n in zip(sums[t], counts)] for t in temperatures}
 
 
+@torch.no_grad()
+def acceptance_ceiling(held, ranked, full_head, sizes, temperature):
+    """Per draft vocabulary size n (the n tokens of most expected count): the held-out mean of the target's mass
+    inside it at ``temperature``, the highest 1 - TV any head over it can reach (q is zero outside it)."""
+    inside = {n: 0.0 for n in sizes}
+    count = 0
+    for x in held:
+        p = torch.softmax(x["final"][x["first"] + 1:].float() @ full_head.T / temperature, -1)
+        ordered = p[:, torch.tensor(ranked)].cumsum(-1)
+        for n in sizes:
+            inside[n] += float(ordered[:, n - 1].sum())
+        count += len(p)
+    return {n: round(inside[n] / count, 4) for n in sizes}
+
+
 def expected_accepted(acceptance):
     """Expected drafted tokens kept per block of len(acceptance) proposals: sum_j prod_{i <= j} a_i (the choice of
     checkpoint: the first step's acceptance alone would favour a head that only drafts one token well)."""
@@ -199,6 +214,11 @@ def train_head(pair, args, say):
     for p in head.embed_tokens.parameters():
         p.requires_grad = False
     held = feature_set(pair, held_out_set(pair, work, args, say), work / "held_out_features.pt", layers, say)
+    full_head = pair.target.get_output_embeddings().weight.detach().float()
+    sizes = [n for n in (2048, 4096, 8192, 16384, 32768) if n < pair.vocab_size]
+    ceiling = {t: acceptance_ceiling(held, ranked, full_head, sizes, t) for t in (1.0, 0.7)}
+    say(f"held-out ceiling of 1 - TV by draft vocabulary size (the target's mass inside it): at T 1 {ceiling[1.0]}, "
+        f"at T 0.7 {ceiling[0.7]}")
     params = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("embed_tokens.")]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     state = {"step": 0, "epoch": 0, "seconds": 0.0, "best": -1.0, "curve": []}
@@ -209,12 +229,11 @@ def train_head(pair, args, say):
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
         say(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min)")
-    full_head = pair.target.get_output_embeddings().weight.detach().float()
     lm_rows = full_head[head.token_ids]
     loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
     budget, k = args.minutes * 60, args.unroll
     meta = lambda scores: dict(target="SmolLM2-135M-Instruct", step=state["step"], minutes=round(state["seconds"] / 60, 1),  # noqa: E731
-                               unroll=k, draft_vocabulary=len(head.d2t), coverage=coverage, answers=len(items),
+                               unroll=k, draft_vocabulary=len(head.d2t), coverage=coverage, ceiling=ceiling, answers=len(items),
                                answer_tokens=sum(len(x["ids"]) - x["first"] for x in items),
                                held_out_acceptance_by_step=scores, lr=args.lr, batch_tokens=args.batch_tokens)
     done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731

@@ -104,3 +104,18 @@ def test_held_out_measure_is_one_minus_tv_over_the_whole_vocabulary():
                         p = torch.softmax(final[r, base + j] @ full.T / t, -1)
                     tvs.append(0.5 * float((p - q).abs().sum()))
             assert abs(got[str(t)][j - 1] - (1 - sum(tvs) / len(tvs))) < 1e-4
+
+
+def test_acceptance_ceiling_is_the_targets_mass_inside_the_vocabulary():
+    from distill.head import acceptance_ceiling
+
+    pair = four_layer_pair()
+    examples = data.sampled_answers(pair, ["Hi there", "Name a colour"], 8, 2, 0, lambda m: None)
+    held = features_of(pair, examples, LAYERS)
+    full, vocab = pair.target.get_output_embeddings().weight.float(), pair.vocab_size
+    ranked = list(range(vocab - 1, -1, -1))
+    got = acceptance_ceiling(held, ranked, full, [vocab // 3, vocab], 0.7)
+    assert abs(got[vocab] - 1.0) < 1e-4
+    masses = [float(p[ranked[: vocab // 3]].sum()) for x in held
+              for p in torch.softmax(x["final"][x["first"] + 1:].float() @ full.T / 0.7, -1)]
+    assert abs(got[vocab // 3] - sum(masses) / len(masses)) < 1e-4
