@@ -60,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--draft-vocabulary", type=int, default=8192, help="head mode: the head's vocabulary size")
     p.add_argument("--rounds", type=int, default=24, help="head mode: rounds of --round-prompts answers to train on")
     p.add_argument("--unroll", type=int, default=3, help="head mode: k, the training-time test's unrolled steps")
+    p.add_argument("--first-step-minutes", type=float, default=0.0,
+                   help="head mode: train the first drafting step alone (k = 1) for this many minutes of the budget")
     p.add_argument("--eager-loss", dest="compile", action="store_false",
                    help="head mode: the loss without torch.compile (compiled: 2.4x faster here, after a ~16 s compile)")
     p.add_argument("--report-only", action="store_true", help="only evaluate the shipped draft into docs/benchmarks.md")

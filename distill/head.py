@@ -5,10 +5,11 @@
 2. vocabulary: the --draft-vocabulary tokens of the highest expected count (FR-Spec's ranking), stored as d2t/t2d;
 3. features: for every answer, the three residual streams the head reads and the target's final hidden state
    (its distribution over the draft vocabulary is one product away), computed once (``features/``);
-4. training: soft cross-entropy against the target's distribution restricted to the draft vocabulary, with the
-   training-time test of EAGLE-3: k unrolled steps, step j feeding back the head's own output of step j - 1 (as it
-   drafts), weighted 0.8 ** (j - 1); the attention of step j sees the true-feature entries up to its base position
-   and its own chain's entries, exactly what the engine's cache holds when it drafts;
+4. training: soft cross-entropy against the target's distribution restricted to the draft vocabulary, first on
+   the first drafting step alone (--first-step-minutes), then with the training-time test of EAGLE-3: k unrolled
+   steps, step j feeding back the head's own output of step j - 1 (as it drafts), weighted 0.8 ** (j - 1); the
+   attention of step j sees the true-feature entries up to its base position and its own chain's entries, exactly
+   what the engine's cache holds when it drafts;
 5. held-out report on prompts never trained on: 1 - TV(p, q) per drafting step (q against the full p).
 """
 import json
@@ -233,7 +234,7 @@ def train_head(pair, args, say):
     loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
     budget, k = args.minutes * 60, args.unroll
     meta = lambda scores: dict(target="SmolLM2-135M-Instruct", step=state["step"], minutes=round(state["seconds"] / 60, 1),  # noqa: E731
-                               unroll=k, draft_vocabulary=len(head.d2t), coverage=coverage, ceiling=ceiling, answers=len(items),
+                               unroll=k, first_step_minutes=args.first_step_minutes, draft_vocabulary=len(head.d2t), coverage=coverage, ceiling=ceiling, answers=len(items),
                                answer_tokens=sum(len(x["ids"]) - x["first"] for x in items),
                                held_out_acceptance_by_step=scores, lr=args.lr, batch_tokens=args.batch_tokens)
     done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
@@ -245,7 +246,10 @@ def train_head(pair, args, say):
             for group_ in opt.param_groups:
                 group_["lr"] = lr
             with precision(pair.target.device):
-                losses = step_losses(head, collate([items[i] for i in group]), lm_rows, k, loss_fn)
+                # the first --first-step-minutes train the first drafting step alone (three times the steps a
+                # minute; the pilot in docs/benchmarks.md), then the training-time test unrolls all k steps
+                unroll = 1 if state["seconds"] < args.first_step_minutes * 60 else k
+                losses = step_losses(head, collate([items[i] for i in group]), lm_rows, unroll, loss_fn)
                 loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))
             opt.zero_grad(set_to_none=True)
             loss.backward()

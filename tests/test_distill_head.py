@@ -27,7 +27,7 @@ def four_layer_pair():
 def args_for(tmp_path, steps):
     return Namespace(rounds=2, round_prompts=6, answer_tokens=12, gen_batch=6, seed=0, draft_vocabulary=40,
                      eval_samples=1, batch_tokens=256, lr=3e-3, unroll=2, minutes=10.0, steps=steps, eval_every=5,
-                     compile=False, out=str(tmp_path / "head"), work=str(tmp_path / "work"))
+                     compile=False, first_step_minutes=0.0, out=str(tmp_path / "head"), work=str(tmp_path / "work"))
 
 
 def test_head_distillation_tiny(tmp_path):
