@@ -122,7 +122,7 @@ def bundled_pair(dtype=None, device=None, progress=None, draft_kind=None):
     target, tokenizer = smollm2_target(dtype, device, progress)
     if (draft_kind or BUNDLED_DEFAULT_DRAFT) == "head":
         head = load_head(BUNDLED_HEAD, target)
-        acceptance = head.meta.get("held_out_acceptance_by_step", [float("nan")])[0]
+        acceptance = head.meta["held_out_acceptance_by_step"]["1.0"][0]  # at T 1, as the independent draft's
         return make_pair("bundled", target, head, tokenizer,
                          f"SmolLM2-135M-Instruct (30 layers) <- EAGLE-3 head trained here ({len(head.d2t)}-token "
                          f"vocabulary, held-out 1 - TV {acceptance:.2f})")
