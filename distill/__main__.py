@@ -1,6 +1,7 @@
 """``python -m distill --out assets/draft-smollm2 [--minutes 60] ...``: train (resumable) and report.
 ``python -m distill --head-vocabulary 8192``: rank the draft head's vocabulary from the target's answers instead.
-``python -m distill --head --out assets/head-smollm2 --work artifacts/distill-head``: train an EAGLE-3 head."""
+``python -m distill --head --out assets/head-smollm2 --work artifacts/distill-head``: train an EAGLE-3 head
+(``--report-only``: the bundled head's section of docs/benchmarks.md)."""
 import argparse
 from pathlib import Path
 
@@ -9,13 +10,16 @@ import torch
 from cascade_core.draft import DRAFT_FILE
 
 from .head import train_head
-from .report import report
+from .report import head_report, report
 from .train import teacher, train
 from .vocab import rank_head_vocabulary
 
 
 def distill(args):
     say = lambda m: print(m, flush=True)  # noqa: E731
+    if args.head and args.report_only:
+        say(head_report(args.work, say=say))
+        return
     if args.head:
         state = train_head(teacher(), args, say)
         say(f"done: {state['step']} steps; best held-out drafted tokens kept per block of {args.unroll} at T 0.7: "

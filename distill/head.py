@@ -24,10 +24,12 @@ from cascade_core.head import default_aux_layers, new_head, save_head
 
 from . import data
 from .precision import precision
-from .train import held_out_set, make_batches
+from .train import held_out_set, make_batches, training_options
 from .vocab import ExpectedCounts
 
 DECAY = 0.8  # SpecForge's weight of step j's loss: DECAY ** (j - 1)
+HEAD_OPTIONS = ("rounds", "round_prompts", "answer_tokens", "gen_batch", "eval_samples", "draft_vocabulary", "minutes",
+                "first_step_minutes", "unroll", "lr", "batch_tokens")
 
 
 def training_rounds(pair, work, args, layers, say):
@@ -233,10 +235,11 @@ def train_head(pair, args, say):
     lm_rows = full_head[head.token_ids]
     loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
     budget, k = args.minutes * 60, args.unroll
-    meta = lambda scores: dict(target="SmolLM2-135M-Instruct", step=state["step"], minutes=round(state["seconds"] / 60, 1),  # noqa: E731
-                               unroll=k, first_step_minutes=args.first_step_minutes, draft_vocabulary=len(head.d2t), coverage=coverage, ceiling=ceiling, answers=len(items),
+    meta = lambda scores: dict(target="SmolLM2-135M-Instruct", options=training_options(args, HEAD_OPTIONS),  # noqa: E731
+                               step=state["step"], minutes=round(state["seconds"] / 60, 1), coverage=coverage,
+                               ceiling=ceiling, answers=len(items),
                                answer_tokens=sum(len(x["ids"]) - x["first"] for x in items),
-                               held_out_acceptance_by_step=scores, lr=args.lr, batch_tokens=args.batch_tokens)
+                               held_out_acceptance_by_step=scores)
     done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
     while not done():
         for group in batches(items, args.batch_tokens, args.seed + state["epoch"]):

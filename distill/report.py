@@ -1,6 +1,7 @@
 """The shipped draft's report for docs/benchmarks.md: learning curve, held-out agreement, the engine's measured
 acceptance, cost ratio c, measured vs cost-model speed-ups, and the draft's own greedy answers."""
 import csv
+import json
 import time
 from pathlib import Path
 
@@ -76,4 +77,49 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
     lines += [f"- *{p}* {a!r}" for p, a in answers.items()]
     text = "\n".join(lines) + "\n"
     write_section("docs/benchmarks.md", text, "## Bundled draft:")
+    return text
+
+
+def head_report(work, gamma=3, n_tokens=48, temperature=0.7, say=print):
+    """Markdown for docs/benchmarks.md on the bundled head (assets/head-smollm2): how it was trained (``work``: its
+    training folder), the draft vocabulary's coverage and ceiling, held-out 1 - TV by drafting step, the engine's
+    acceptance by block step on the held-out prompts, and the learning curve."""
+    from bench.drafts_bench import per_position_acceptance
+    from cascade_core.kernels import cpu_description
+    from cascade_core.models import BUNDLED_HEAD
+
+    pair = load_pair("bundled", draft="head")
+    meta, out = pair.draft.meta, BUNDLED_HEAD.relative_to(Path(__file__).resolve().parents[1])
+    curve = json.loads((Path(work) / "curve.json").read_text())
+    stride = max(1, len(curve) // 12)
+    traces = [generate(pair, p, rule="lossless", gamma=gamma, temperature=temperature, seed=1, max_new_tokens=n_tokens,
+                       stop_at_eos=False) for p in data.EVAL_PROMPTS]
+    say("engine runs on the held-out prompts done")
+    by_step = per_position_acceptance(traces, gamma + 1)
+    measured = sum(t.stats["acceptance_rate"] for t in traces) / len(traces)
+    fmt = lambda values: " / ".join(f"{v:.3f}" for v in values if v is not None)  # noqa: E731
+    scores = meta["held_out_acceptance_by_step"]
+    lines = [
+        f"## Bundled head: {pair.description}", "",
+        f"`python -m distill --head --out {out} --work {work} {meta['options']}` on {cpu_description()} "
+        f"(report: `--head --report-only`), {time.strftime('%Y-%m-%d')}. Shipped: the best held-out checkpoint, step "
+        f"{meta['step']} after {meta['minutes']} training minutes; {meta['answers']} of the target's answers "
+        f"({meta['answer_tokens']} answer tokens) to composed instructions; its own weights in float16 "
+        f"({(BUNDLED_HEAD / 'model.safetensors').stat().st_size / 2**20:.1f} MiB), the embedding is the target's.", "",
+        "Held-out prompts (never trained on): " + "; ".join(data.EVAL_PROMPTS) + ".", "",
+        "- Share of the target's expected counts over its training answers held by the n most frequent tokens: "
+        + ", ".join(f"{n}: {v:.3f}" for n, v in meta["coverage"].items()) + ".",
+        "- The ceiling of 1 - TV for a head over those n tokens (the target's held-out mass inside them), at T 1: "
+        + ", ".join(f"{n}: {v:.3f}" for n, v in meta["ceiling"]["1.0"].items()) + "; at T 0.7: "
+        + ", ".join(f"{n}: {v:.3f}" for n, v in meta["ceiling"]["0.7"].items()) + ".",
+        f"- Held-out 1 - TV by drafting step (1st, 2nd, 3rd proposal of a block; the expected lossless acceptance): "
+        f"at T 1 **{fmt(scores['1.0'])}**, at T 0.7 **{fmt(scores['0.7'])}**.",
+        f"- The engine on the held-out prompts (lossless, T {temperature}, gamma {gamma}, {n_tokens} tokens, seed 1): "
+        f"acceptance **{measured:.3f}**; mean acceptance probability by block step {fmt(by_step)}.", "",
+        "Learning curve (held-out 1 - TV by drafting step):", "",
+        "| step | minutes | train loss | at T 1 | at T 0.7 |", "|---|---|---|---|---|"]
+    lines += [f"| {step} | {minutes} | {loss} | {fmt(s['1.0'])} | {fmt(s['0.7'])} |"
+              for step, minutes, loss, s in curve[::stride] + ([curve[-1]] if (len(curve) - 1) % stride else [])]
+    text = "\n".join(lines) + "\n"
+    write_section("docs/benchmarks.md", text, "## Bundled head:")
     return text

@@ -107,10 +107,10 @@ def learning_rate(args, step, seconds, budget):
 TRAINING_OPTIONS = ("layers", "minutes", "round_prompts", "answer_tokens", "gen_batch", "batch_tokens", "lr", "tv_weight")
 
 
-def training_options(args):
+def training_options(args, names=TRAINING_OPTIONS):
     """The command-line options that shaped a draft, as they would be typed."""
     value = lambda v: ",".join(map(str, v)) if isinstance(v, list) else v  # noqa: E731
-    return " ".join(f"--{name.replace('_', '-')} {value(getattr(args, name))}" for name in TRAINING_OPTIONS)
+    return " ".join(f"--{name.replace('_', '-')} {value(getattr(args, name))}" for name in names)
 
 
 def train_on(pair, student, opt, examples, state, args, lr_at):
