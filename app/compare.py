@@ -8,7 +8,7 @@ from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
-from .callbacks import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
+from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu

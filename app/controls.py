@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 import gradio as gr
 
 from cascade_core import RULES, get_rule
+from cascade_core.models import with_draft
 from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, check_prompt, gamma_value, temperature_value, whole_number
 from cascade_core.values import is_finite_number, shown
 
@@ -81,6 +82,12 @@ def rule_info(rule):
     return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)")
 
 
+def rule_changed(rule, alpha):
+    """The alpha slider follows the rule's natural range (alpha-free rules disable it); the rule's
+    one-line explanation is shown under it. Outputs: alpha slider, rule explanation."""
+    return gr.update(**alpha_slider_props(rule, alpha)), rule_info(rule)
+
+
 # gamma "auto" where a pair decodes on the compiled path, whose every block length is a graph of its own: the fastest
 # fixed gamma at the app's defaults on the 2-core EPYC (docs/benchmarks.md, the speed-up table).
 COMPILED_GAMMA = 3
@@ -88,7 +95,8 @@ COMPILED_GAMMA = 3
 
 @dataclass(frozen=True)
 class Settings:
-    """One run's inputs as the page holds them; ``pair_spec`` names the model pair ('tiny', 'draft -> target')."""
+    """One run's inputs as the page holds them; ``pair_spec`` names the model pair, its draft included ('tiny',
+    'head -> bundled', 'draft -> target')."""
 
     prompt: str
     pair_spec: str
@@ -102,11 +110,12 @@ class Settings:
 
     @classmethod
     def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                    auto_gamma=False):
+                    auto_gamma=False, draft=None):
         """Checked as the engine checks them, so the page and the API say the same about a bad value.
-        ``auto_gamma``: gamma may be "auto" (0 on Explore's slider), as a solo run can re-choose it per block."""
+        ``auto_gamma``: gamma may be "auto" (0 on Explore's slider), as a solo run can re-choose it per block;
+        ``draft``: the draft chosen beside the pair ('model', 'head', or a folder or id: models.with_draft)."""
         get_rule(rule).check_alpha(alpha)
-        return cls(check_prompt(prompt), pair_spec, bool(chat), rule, float(alpha),
+        return cls(check_prompt(prompt), with_draft(pair_spec, draft), bool(chat), rule, float(alpha),
                    explore_gamma(gamma) if auto_gamma else whole_number(gamma, "gamma", 1, MAX_GAMMA),
                    temperature_value(temperature),
                    whole_number(max_new_tokens, "max_new_tokens", 1, APP_MAX_NEW_TOKENS),

@@ -6,9 +6,8 @@ from urllib.parse import parse_qsl
 
 import gradio as gr
 
-from .callbacks import Handlers
 from .compare import CompareHandlers, build_compare, compare_linked
-from .explore import build_explore
+from .explore import ExploreHandlers, build_explore
 from .lazy_tabs import add_view_states, lazy_tab
 from .learn import LearnHandlers, build_learn, learn_linked
 from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
@@ -48,7 +47,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
     pairs = pairs or PairCache(public=public)
     demo = gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False)
     unread = functools.partial(unread_messages, demo)
-    handlers = Handlers(pairs, pair_spec, unread=unread)
+    handlers = ExploreHandlers(pairs, pair_spec, unread=unread)
     compare, tradeoff = CompareHandlers(pairs, pair_spec, unread), TradeoffHandlers(pairs, pair_spec, unread)
     sandbox, strategies = SandboxHandlers(), StrategiesHandlers(pairs, pair_spec, unread)
     with demo:

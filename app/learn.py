@@ -11,7 +11,7 @@ from cascade_core import RULES, mapped, stream
 from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
 from cascade_core.explain import dissect
 
-from .callbacks import warns_in_page
+from .streaming import warns_in_page
 from .compare import compare_steps, label, progress_line, row_stats, tokens_asked
 from .controls import Settings
 from .gpu import gpu

@@ -1,4 +1,4 @@
-"""Links that restore a view: query parameters named like the API's fields (``tab``, ``prompt``, ``rule``,
+"""Links that restore a view: query parameters named like the API's fields (``tab``, ``prompt``, ``draft``, ``rule``,
 ``alpha``, ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``; ``step`` for a lesson; and each tab's own:
 Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies' ``threshold``, the Sandbox's
 ``tokens``, ``q`` and ``p``) set a tab and its controls, ``run=1`` runs it, and the "copy link" control writes the
@@ -13,16 +13,16 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from cascade_core import MAX_GAMMA, get_rule
+from cascade_core.models import DRAFT_KINDS
 from cascade_core.settings import MAX_SEED, check_prompt, temperature_value, whole_number
 from cascade_core.values import shown
 
-from .callbacks import Handlers
-from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range
+from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, rule_changed
 from .options import INSTANT
 from .viz.format import markdown_text
 
 TABS = ("explore", "compare", "tradeoff", "sandbox", "strategies", "learn")
-FIELDS = ("prompt", "rule", "alpha", "gamma", "temperature", "seed", "max_new_tokens", "step")
+FIELDS = ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed", "max_new_tokens", "step")
 MAX_TEMPERATURE = 2.0  # the sliders' end (the engine itself allows more)
 MAX_ERRORS = 5  # sentences a link's message holds; the rest are counted
 # A number as a person types it in a link: ASCII digits only (int() also takes '١٢', '５' and '1_000'), and short
@@ -91,6 +91,10 @@ def checked(name, text, linked, values):
         return linked.parsers[name](text)
     if name == "prompt":
         return check_prompt(text)
+    if name == "draft":
+        if text not in DRAFT_KINDS:
+            raise ValueError(f"draft must be model (the draft model) or head (the EAGLE-3 head), got {shown(text)}")
+        return text
     if name == "rule":
         if text not in linked.rules:
             raise ValueError(f"rule must be one of {', '.join(linked.rules)} on this tab, got {shown(text)}")
@@ -158,7 +162,7 @@ def restored(params, all_linked):
         if "rule" in other.fields and ("rule" in mine or "alpha" in mine):
             # the alpha slider follows the rule (its range), holding the link's alpha or its own
             rule = mine.get("rule", other.default("rule"))
-            mine["alpha"], rule_text = Handlers.rule_changed(rule, mine.get("alpha", other.default("alpha")))
+            mine["alpha"], rule_text = rule_changed(rule, mine.get("alpha", other.default("alpha")))
         out += [mine.get(name, gr.skip()) for name in other.fields]
         out += [rule_text] if other.rule_text is not None else []
     if not run:

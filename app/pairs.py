@@ -5,21 +5,35 @@ import threading
 from collections import OrderedDict
 
 from cascade_core import load_pair
-from cascade_core.models import BUNDLED, TINY, normalised, parse_pair
+from cascade_core.models import BUNDLED, KNOWN_DRAFTS, TINY, default_draft, normalised, parse_pair
 from cascade_core.values import shown
 
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 CHOICES = [
-    ("bundled: SmolLM2-135M-Instruct, distilled 4-layer draft (offline)", BUNDLED),
+    ("bundled: SmolLM2-135M-Instruct, a distilled 4-layer draft or an EAGLE-3 head (offline)", BUNDLED),
     ("Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B (hub)", SEED_PAIR),
     ("tiny random pair (mechanics only)", TINY),
 ]
+# The draft beside the pair: the pair's own draft model, or an EAGLE-3 head (the bundled one; a hub target's known
+# published head); beside a hub target, any draft model's or head's folder or id typed in (not in public mode).
+DRAFT_CHOICES = [("draft model (runs alone)", "model"), ("EAGLE-3 head (reads the target's hidden states)", "head")]
 # Public mode (a Space) loads only these hub ids: arbitrary ids would let visitors make the Space download
 # anything. trust_remote_code is never set, in any mode.
 PUBLIC_MODEL_IDS = frozenset({
     "Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B",
     "HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+    *(draft for drafts in KNOWN_DRAFTS.values() for draft in drafts.values()),
 })
+
+
+def pair_default_draft(spec):
+    """The draft a pair runs with unless one is chosen: the bundled pair's measured faster one (models.py), and
+    beside a hub target with a known published head, the head (one layer a call instead of a whole model: on a
+    GPU's launch-bound clock about 1/28 of the target's forward)."""
+    ids = parse_pair(spec)
+    if "name" in ids:
+        return ids.get("draft", default_draft(ids["name"]))
+    return "head" if "head" in KNOWN_DRAFTS.get(ids["target"], {}) else "model"
 
 
 def check_public(spec):

@@ -10,10 +10,10 @@ from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
 from cascade_core.values import shown
 
-from .callbacks import Handlers, raises_for_client
-from .controls import alpha_slider, alpha_slider_range, rule_info
+from .controls import alpha_slider, alpha_slider_range, rule_changed, rule_info
 from .links import LinkField, Linked, fraction, listed
 from .options import INSTANT, QUEUED_INSTANT
+from .streaming import raises_for_client
 from .viz.format import html_text
 from .viz.sandbox import REST, sandbox_figure, sandbox_html
 
@@ -166,7 +166,7 @@ def build_sandbox(handlers, explore, values):
         control.input(handlers.update_loaded, everything, outputs, **live)
     for box in cells[0]:
         box.submit(handlers.update_loaded, everything, outputs, **live)
-    rule.input(Handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
+    rule.input(rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
         handlers.update_loaded, everything, outputs, **live)
     # the State is set through the queue (a State set outside it fires nothing, and the update reads it next)
     load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2], loaded],

@@ -6,11 +6,11 @@ from cascade_core import mapped
 from cascade_core.strategies import STRATEGIES, strategy_steps
 from cascade_core.values import is_number, shown
 
-from .callbacks import Handlers, progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .controls import Settings, alpha_slider, check_budget, run_controls, run_defaults
+from .controls import Settings, alpha_slider, check_budget, rule_changed, run_controls, run_defaults
 from .gpu import gpu
 from .links import Linked, fraction
 from .options import GENERATING, INSTANT, example_prompts
+from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
 
@@ -120,7 +120,7 @@ def build_strategies(handlers, values):
         with gr.Column(scale=2):
             plot = gr.Plot(label="Strategies on one clock", elem_id="strategies-plot")
             texts = gr.HTML("", elem_id="strategies-texts")
-    rule.input(lambda r, a: Handlers.rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
+    rule.input(lambda r, a: rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
     run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
     return dict(prompt=prompt, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma, temperature=temperature,

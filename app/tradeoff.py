@@ -11,7 +11,7 @@ from sweeps.figures import frontier_figure
 from sweeps.report import summarise
 from sweeps.sweep import sweep_steps
 
-from .callbacks import progress_messages, raises_for_client, read_or_stopped, warns_in_page
+from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .controls import Settings, check_budget, run_controls, run_defaults
 from .explore import opened_in_explore
 from .gpu import gpu

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gradio as gr  # noqa: E402
 
-from app.callbacks import Handlers, Run  # noqa: E402
+from app.explore import ExploreHandlers, Run  # noqa: E402
 from app.controls import explore_gamma  # noqa: E402
 from app.explore import DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_RULE, DEFAULT_TEMPERATURE  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
@@ -60,7 +60,7 @@ def bench_recolour(repeats):
 
     def drag():
         for alpha in ALPHAS:
-            _, step_plot, alpha_plot, _ = Handlers.recolour(run, "v3", alpha)
+            _, step_plot, alpha_plot, _ = ExploreHandlers.recolour(run, "v3", alpha)
             plot.postprocess(step_plot), plot.postprocess(alpha_plot)
 
     parts = {

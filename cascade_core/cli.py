@@ -14,15 +14,16 @@ RESET = "\033[0m"
 
 
 def add_pair_arguments(parser):
-    parser.add_argument("--pair", default="bundled", help="tiny | bundled (ignored with --target/--draft)")
+    parser.add_argument("--pair", default="bundled", help="tiny | bundled (ignored with --target)")
     parser.add_argument("--target", help="target model: hub id or local folder")
-    parser.add_argument("--draft", help="draft model: hub id or local folder")
+    parser.add_argument("--draft", help="model | head (the pair's independent draft or its EAGLE-3 head), or with "
+                                        "--target a draft model's or an EAGLE-3 head's hub id or local folder")
 
 
 def pair_from_args(args):
-    if args.target or args.draft:
+    if args.target:
         return load_pair(target=args.target, draft=args.draft, compiled=args.compile)
-    return load_pair(args.pair, compiled=args.compile)
+    return load_pair(args.pair, draft=args.draft, compiled=args.compile)
 
 
 def coloured(trace, colour=True):

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from .compiled import compile_pair
 from .draft import load_draft
-from .head import is_head_config, load_head, read_config
+from .head import is_head_config, load_head, new_head, read_config
 from .kernels import choose_kernels, use_measured_kernels
 from .pair import Pair, make_pair
 from .values import shown
@@ -31,6 +31,9 @@ BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
 BUNDLED_HEAD = Path(__file__).resolve().parents[1] / "assets" / "head-smollm2"
 DRAFT_KINDS = ("model", "head")  # the bundled pair's drafts: the independent one, or the head that reads the target
 BUNDLED_DEFAULT_DRAFT = "model"  # the one docs/benchmarks.md measures faster at the app's defaults
+# Drafts known for hub targets, what draft="model" and draft="head" mean beside them: the seed's Qwen3-0.6B and
+# AngelSlim's published EAGLE-3 head for the seed's target.
+KNOWN_DRAFTS = {"Qwen/Qwen3-1.7B": {"model": "Qwen/Qwen3-0.6B", "head": "AngelSlim/Qwen3-1.7B_eagle3"}}
 
 
 def cache_dir():
@@ -60,9 +63,10 @@ def ascii_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", unk_token="<unk>")
 
 
-def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0):
+def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0, draft_kind="model"):
     """Random 2-layer target and a 1-layer draft that shares its embeddings and first layer, so the
-    two distributions are related (acceptance is neither 0 nor 1). ``vocab_size`` overrides the
+    two distributions are related (acceptance is neither 0 nor 1); ``draft_kind="head"``: a random EAGLE-3 head
+    over two thirds of the vocabulary instead (q is zero on the rest). ``vocab_size`` overrides the
     tokenizer's width for small-vocabulary distribution tests (prompts then given as ids)."""
     tokenizer = ascii_tokenizer()
     vocab = vocab_size or len(tokenizer)
@@ -72,6 +76,11 @@ def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0):
                          bos_token_id=None, pad_token_id=None)
     torch.manual_seed(seed)
     target = LlamaForCausalLM(config).to(dtype=dtype, device=device).eval()
+    if draft_kind == "head":
+        # over two thirds of the vocabulary (every third id left out), reading the streams entering layers 0, 1, 1
+        head = new_head(target, [v for v in range(vocab) if v % 3 or v == vocab - 1], (0, 1, 1), seed)
+        return make_pair("tiny", target, head.eval(), tokenizer,
+                         f"tiny random Llama target (2 layers) <- random EAGLE-3 head ({len(head.d2t)}-token vocabulary)")
     draft = LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "num_hidden_layers": 1})).to(dtype=dtype, device=device)
     draft.load_state_dict(target.state_dict(), strict=False)
     draft.eval()
@@ -180,30 +189,75 @@ def pair_spec(draft, target):
 
 
 def parse_pair(spec):
-    """A pair spec, the way the app's menu and the sweeps name a pair ('tiny', 'bundled' or 'draft_id ->
-    target_id', spaces around ids ignored), as load_pair's keyword arguments."""
+    """A pair spec, the way the app's menu and the sweeps name a pair ('tiny', 'bundled', 'draft_id -> target_id',
+    or 'head -> bundled': one of the offline pairs with its draft named; spaces around ids ignored), as
+    load_pair's keyword arguments."""
     if not isinstance(spec, str):
         raise ValueError(f"model pair must be text such as 'bundled' or 'draft_id -> target_id', got {shown(spec)}")
     spec = spec.strip()
     if spec in (TINY, BUNDLED):
         return {"name": spec}
-    draft, arrow, target = spec.partition("->")
-    if not arrow or not draft.strip() or not target.strip():
+    draft, arrow, target = (part.strip() for part in spec.partition("->"))
+    if not arrow or not draft or not target:
         raise ValueError(f"model pair {shown(spec)} not understood: pick one from the list or write 'draft_id -> target_id'")
-    return {"draft": draft.strip(), "target": target.strip()}
+    if target in (TINY, BUNDLED):
+        if draft not in DRAFT_KINDS:
+            raise ValueError(f"draft {shown(draft)} is not one of the {target} pair's drafts: use 'model' (the "
+                             "independent draft) or 'head' (the EAGLE-3 head)")
+        return {"name": target, "draft": draft}
+    return {"draft": draft, "target": target}
 
 
 def normalised(spec):
-    """One spelling per pair, so that ' bundled' and 'bundled  ' share one loaded copy."""
+    """One spelling per pair, so that ' bundled' and 'model -> bundled' share one loaded copy."""
     ids = parse_pair(spec)
-    return ids["name"] if "name" in ids else pair_spec(ids["draft"], ids["target"])
+    if "name" in ids:
+        return ids["name"] if ids.get("draft", default_draft(ids["name"])) == default_draft(ids["name"]) \
+            else pair_spec(ids["draft"], ids["name"])
+    return pair_spec(ids["draft"], ids["target"])
+
+
+def default_draft(name):
+    """The draft an offline pair loads when none is named."""
+    return BUNDLED_DEFAULT_DRAFT if name == BUNDLED else "model"
+
+
+def with_draft(spec, draft):
+    """The pair ``spec`` with its draft chosen by ``draft``: for the offline pairs 'model' or 'head'; beside a hub
+    target 'model' (the spec's own draft model, or the one KNOWN_DRAFTS names where the spec holds its head),
+    'head' (the head KNOWN_DRAFTS names) or a draft model's or an EAGLE-3 head's folder or Hub id. An empty
+    draft keeps the pair's own."""
+    ids = parse_pair(spec)
+    if draft is None or (isinstance(draft, str) and not draft.strip()):
+        return normalised(spec)
+    if not isinstance(draft, str):
+        raise ValueError(f"draft must be text ('model', 'head', or a folder or Hub id), got {shown(draft)}")
+    draft = draft.strip()
+    if "name" in ids:
+        return normalised(pair_spec(draft, ids["name"]))
+    target, known = ids["target"], KNOWN_DRAFTS.get(ids["target"], {})
+    if draft == "model" and ids["draft"] != known.get("head"):
+        return pair_spec(ids["draft"], target)
+    return pair_spec(known_draft(target, draft), target)
+
+
+def known_draft(target, draft):
+    """A hub target's draft: 'model' and 'head' are the ones KNOWN_DRAFTS names for it; anything else is an id."""
+    if draft not in DRAFT_KINDS:
+        return draft
+    known = KNOWN_DRAFTS.get(target, {})
+    if draft not in known:
+        raise ValueError(f"draft {shown(draft)}: no {'EAGLE-3 head' if draft == 'head' else 'draft model'} is "
+                         f"known for {shown(target)}; give its folder or Hub id as the draft")
+    return known[draft]
 
 
 def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False,
               measured_kernels=True, compiled=False):
     """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``; the bundled pair's
-    ``draft`` is "model" (its independent draft) or "head" (its EAGLE-3 head); a target's ``draft`` may be a model
-    or an EAGLE-3 head (a folder or Hub id whose config names that architecture). Real pairs on the
+    ``draft`` is "model" (its independent draft) or "head" (its EAGLE-3 head), and so is the tiny pair's; a target's
+    ``draft`` may be a model or an EAGLE-3 head (a folder or Hub id whose config names that architecture), or
+    "model" / "head" for a target KNOWN_DRAFTS lists. Real pairs on the
     CPU use the matrix products measured faster here; ``measured_kernels=False`` keeps transformers' own path
     (the benchmarks' baseline). ``compiled=True``: the static-cache compiled decode path (``compile_pair``), faster
     per token once compiled (CPU, bundled: 52 vs 65 ms), but each new shape first compiles for about a minute
@@ -213,19 +267,19 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
 
 
 def _load(name, target, draft, dtype, device, progress, trust_remote_code, measured_kernels):
-    if name in (None, "bundled") and target is None and draft is not None:
-        if draft not in DRAFT_KINDS:
+    if name == TINY and target is None:
+        if draft not in (None, *DRAFT_KINDS):
+            raise ValueError(f"draft {shown(draft)} is not one of the tiny pair's drafts: use 'model' or 'head'")
+        return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu", draft_kind=draft or "model")
+    if name in (None, BUNDLED) and target is None:
+        if draft not in (None, *DRAFT_KINDS):
             raise ValueError(f"draft {shown(draft)} is not one of the bundled pair's drafts: use 'model' (the "
                              "independent draft) or 'head' (the EAGLE-3 head), or give target= with it")
         pair = bundled_pair(dtype, device, progress, draft)
-    elif target is not None or draft is not None:
+    elif name is None:
         if not (target and draft):
             raise ValueError("give both target= and draft= model ids")
-        pair = hub_pair(target, draft, dtype, device, progress, trust_remote_code)
-    elif name == "tiny":
-        return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu")
-    elif name in (None, "bundled"):
-        pair = bundled_pair(dtype, device, progress)
+        pair = hub_pair(target, known_draft(target, draft), dtype, device, progress, trust_remote_code)
     else:
         raise ValueError(f"unknown pair {name!r}: use 'tiny', 'bundled', or target=/draft= model ids")
     return with_measured_kernels(pair, progress) if measured_kernels else pair

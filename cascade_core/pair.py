@@ -4,6 +4,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .head import reads_target
+
 
 @dataclass
 class Pair:
@@ -18,6 +20,11 @@ class Pair:
     kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
     compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
     prices: dict = field(default_factory=dict, repr=False)  # measured call seconds by (role, tokens): prices.py
+
+    @property
+    def draft_kind(self):
+        """'head' where the draft reads the target's hidden states (EAGLE-3), 'model' where it runs alone."""
+        return "head" if reads_target(self.draft) else "model"
 
 
 def eos_ids(tokenizer, model):

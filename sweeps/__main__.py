@@ -13,6 +13,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cascade_core.cli import OneLineErrors, attach_values
+from cascade_core.models import with_draft
 
 from .prompts import load_prompts, per_category
 from .report import write_report, write_summary
@@ -22,6 +23,8 @@ from .sweep import LANES, sweep
 def parse_args(argv):
     p = OneLineErrors(prog="python -m sweeps", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pair", default="bundled", help="tiny | bundled | 'draft_id -> target_id'")
+    p.add_argument("--draft", help="model | head (the pair's independent draft or its EAGLE-3 head), or a draft "
+                                   "model's or an EAGLE-3 head's hub id or folder for the pair's target")
     p.add_argument("--prompts", default="assets/prompts/default.jsonl", help="JSONL prompt set")
     p.add_argument("--per-category", type=int, help="only the first N prompts of each category")
     p.add_argument("--rules", default="lossless,lossy,chow,diff,opt,v1,v2,v3", help="comma-separated rules")
@@ -50,6 +53,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     bar = None
     try:
+        args.pair = with_draft(args.pair, args.draft)
         prompts = load_prompts(args.prompts)
         if args.per_category is not None:
             if args.per_category < 1:

@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app.callbacks import Handlers, Run, View, status_only
+from app.explore import ExploreHandlers, Run, View, status_only
 from app.controls import Settings, alpha_slider_range
 from app.pairs import PairCache, check_public
 from app.viz.format import markdown_text
@@ -15,7 +15,7 @@ from cascade_core import Trace, generate, load_pair
 from same_results import assert_same
 
 TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block"}
-SETTINGS = dict(prompt="Hello there", pair="tiny", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
+SETTINGS = dict(prompt="Hello there", pair="tiny", draft="model", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
                 max_new_tokens=48, seed=0, cost_ratio=0.25)
 
 
@@ -40,7 +40,7 @@ def client(tiny_app_url):
 def handlers():
     pairs = PairCache()
     pairs.get("tiny")
-    return Handlers(pairs, "tiny")
+    return ExploreHandlers(pairs, "tiny")
 
 
 def untimed(stats):
@@ -102,11 +102,11 @@ def test_recolour_greys_from_the_first_flip(handlers):
     run = run_to_end(handlers).run
     sources, first = run.trace.recolour("v3", 0.95)
     assert first is not None
-    answer, step_plot, alpha_plot, status = Handlers.recolour(run, "v3", 0.95)
+    answer, step_plot, alpha_plot, status = ExploreHandlers.recolour(run, "v3", 0.95)
     assert answer.count("class=\"tok will-change") == len(run.trace.positions) - first
     assert f'data-pos="{first}"' in answer.split("flip")[1][:40]
     assert f"token #{first} may change" in status
-    unchanged, _, _, status = Handlers.recolour(run, "v3", 0.5)
+    unchanged, _, _, status = ExploreHandlers.recolour(run, "v3", 0.5)
     assert "will-change" not in unchanged and "every token stands" in status
 
 
@@ -122,11 +122,11 @@ def test_recolour_says_why_a_token_whose_decision_stands_may_change(handlers):
         if first is None:
             continue
         stands = deferred("v3", run.trace.positions[first], 0.5) == deferred("v3", run.trace.positions[first], alpha)
-        status = Handlers.recolour(run, "v3", alpha).status
+        status = ExploreHandlers.recolour(run, "v3", alpha).status
         assert ("its own decision stands" in status) == stands, (alpha, status)
         seen.add(stands)
     assert True in seen
-    assert "its own decision stands" not in Handlers.recolour(run, "chow", 0.9).status  # a position rule: pi = p
+    assert "its own decision stands" not in ExploreHandlers.recolour(run, "chow", 0.9).status  # a position rule: pi = p
 
 
 def test_rerun_from_the_flip_equals_a_fresh_run(handlers, tiny):
@@ -170,10 +170,10 @@ def test_rerun_with_nothing_changed_says_so(handlers):
 
 def test_inspect_explains_with_numbers(handlers):
     run = run_to_end(handlers).run
-    text, fig = Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
+    text, fig = ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
     assert "<strong>Token #2</strong>" in text and "p(x) = " in text and "(1 - alpha) * max p" in text
     assert fig["visible"] and len(fig["value"].data) == 2
-    assert Handlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 999})) == (gr.skip(), gr.skip())
+    assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 999})) == (gr.skip(), gr.skip())
 
 
 def test_stop_keeps_the_partial_trace(handlers):
@@ -214,7 +214,7 @@ def test_a_newer_run_of_the_page_takes_its_view(handlers):
 
 def test_the_newest_run_to_stream_keeps_the_view():
     """Runs take the view in the order they were started, whichever streams its first tokens first."""
-    from app.callbacks import PageRuns
+    from app.explore import PageRuns
 
     runs, page = PageRuns(), gr.Request(session_hash="p")
     older, newer = runs.join(page), runs.join(page)
@@ -273,7 +273,7 @@ def test_failed_model_load_is_shown_and_retried_later():
         progress("loading target")
         raise ValueError(f"{draft!r} and {target!r} use different tokenizers")
 
-    handlers = Handlers(PairCache(loader=loader), "tiny")
+    handlers = ExploreHandlers(PairCache(loader=loader), "tiny")
     views = handlers.run(*{**SETTINGS, "pair": "a -> b"}.values())
     assert markdown_text("Loading model pair a -> b") in next(views).status  # shown as text: a pair is typed
     with pytest.warns(UserWarning, match="use different tokenizers"):
@@ -285,13 +285,13 @@ def test_slider_follows_the_rule():
     assert alpha_slider_range("opt") == (-2.0, 2.0)
     assert alpha_slider_range("lossy") == (0.0, 0.99)
     assert alpha_slider_range("bild") == (0.0, 10.0)
-    update, text = Handlers.rule_changed("lossless", 0.3)
+    update, text = ExploreHandlers.rule_changed("lossless", 0.3)
     assert update["interactive"] is False and "alpha is ignored" in text
     assert (update["minimum"], update["maximum"]) == (0.0, 1.0)  # not the rule before's range
-    assert Handlers.rule_changed("target", -1.5)[0]["value"] == 0.0
-    update, text = Handlers.rule_changed("opt", 0.3)
+    assert ExploreHandlers.rule_changed("target", -1.5)[0]["value"] == 0.0
+    update, text = ExploreHandlers.rule_changed("opt", 0.3)
     assert (update["minimum"], update["maximum"], update["value"]) == (-2.0, 2.0, 0.3)
-    assert Handlers.rule_changed("lossy", 1.5)[0]["value"] == 0.99
+    assert ExploreHandlers.rule_changed("lossy", 1.5)[0]["value"] == 0.99
 
 
 def test_pairs_and_public_mode():

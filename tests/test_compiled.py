@@ -49,7 +49,7 @@ def test_the_cli_and_the_app_offer_the_compiled_path(monkeypatch, capsys):
 def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gamma(pairs):
     """Explore's and Strategies' default gamma (0: auto) on `python app.py --compile`: the compiled path decodes
     fixed-length blocks, so the app runs COMPILED_GAMMA and measures no prices (each would be a graph to compile)."""
-    from app.callbacks import Handlers
+    from app.explore import ExploreHandlers
     from app.controls import COMPILED_GAMMA
     from app.pairs import PairCache
     from app.strategies import StrategiesHandlers
@@ -57,7 +57,7 @@ def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gam
 
     _, compiled = pairs
     cache = PairCache(loader=lambda **spec: compiled)  # as `python app.py --compile` loads it, compiled once here
-    *_, last = Handlers(cache, "tiny").run(*{**SETTINGS, "gamma": 0, "max_new_tokens": 12}.values())
+    *_, last = ExploreHandlers(cache, "tiny").run(*{**SETTINGS, "gamma": 0, "max_new_tokens": 12}.values())
     trace = last.run.trace
     assert last.status.startswith("Done") and trace.settings["gamma"] == COMPILED_GAMMA and len(trace.tokens) == 12
     assert last.run.prices is None and compiled.prices == {}

@@ -11,7 +11,7 @@ import pytest
 import torch
 from gradio_client import Client
 
-from app.callbacks import Handlers
+from app.explore import ExploreHandlers
 from app.options import GENERATION_SLOTS
 from app.pairs import PairCache
 from app.viz import figures
@@ -229,7 +229,7 @@ def test_token_text_never_becomes_markup():
 
 
 def test_page_warns_with_the_field_for_bad_values():
-    handlers = Handlers(PairCache(), "tiny")
+    handlers = ExploreHandlers(PairCache(), "tiny")
     with pytest.warns(UserWarning, match="seed must be a whole number from 0"):
         view = run_to_end(handlers, seed=-1)
     assert "seed" in view.status

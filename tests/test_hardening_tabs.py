@@ -13,7 +13,7 @@ import pytest
 from gradio_client import Client
 
 from app import build_app, launch
-from app.callbacks import Handlers
+from app.explore import ExploreHandlers
 from app.compare import CompareHandlers
 from app.controls import REQUEST_TOKEN_BUDGET
 from app.layout import SESSION_CAPACITY
@@ -100,8 +100,8 @@ def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value
 
 @pytest.mark.parametrize("data", [{"pos": "abc"}, {"pos": math.inf}, {"pos": None}, {"pos": True}, {}])
 def test_a_crafted_click_on_a_token_changes_nothing(data):
-    run = run_to_end(Handlers(PairCache(), "tiny")).run
-    assert Handlers.inspect(run, "v3", 0.5, gr.EventData(None, data)) == (gr.skip(), gr.skip())
+    run = run_to_end(ExploreHandlers(PairCache(), "tiny")).run
+    assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, data)) == (gr.skip(), gr.skip())
     assert CompareHandlers.open_row([run.trace], gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 9
 
 
@@ -158,7 +158,7 @@ def test_user_text_in_messages_stays_text():
     assert "&lt;img" in str(toast[0].message) and "<img" not in str(toast[0].message)
     pair = MARKUP + " -> b"
     with pytest.warns(UserWarning):
-        view = run_to_end(Handlers(PairCache(public=True), "tiny"), pair=pair)
+        view = run_to_end(ExploreHandlers(PairCache(public=True), "tiny"), pair=pair)
     assert "<img" not in view.status and "**bold**" not in view.status
     figure = sandbox_figure(["<b>x</b>", "<i>y</i>"], dissect("v3", [1, 2], [2, 1], 0.3), "v3", 0.3, (0, 1))
     assert all("<" not in str(name) for name in figure.data[0].x)

@@ -18,7 +18,7 @@ from cascade_core.values import shown
 def linked():
     """Explore's Linked with controls (drawn with the page), and the other tabs' own, each with its view state."""
     with gr.Blocks():
-        fields = dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), rule=gr.Dropdown(list(RULES), value="v3"),
+        fields = dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), draft=gr.Dropdown(["model", "head"], value="model"), rule=gr.Dropdown(list(RULES), value="v3"),
                       alpha=gr.Slider(0, 1, value=0.5), gamma=gr.Slider(1, 16, value=4),
                       temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0), max_new_tokens=gr.Slider(1, 1024, value=64))
         explore = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
@@ -34,11 +34,11 @@ def by_tab(linked):
 
 
 def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
-    params = dict(tab="explore", prompt="Hi there", rule="opt", alpha="1.5", gamma="3", temperature="0",
+    params = dict(tab="explore", prompt="Hi there", draft="head", rule="opt", alpha="1.5", gamma="3", temperature="0",
                   seed="12345678901234567", max_new_tokens="12", run="1")
     tab, values, run, errors = read_link(params, by_tab(linked))
     assert tab.tab == "explore" and run and errors == []
-    assert values == dict(prompt="Hi there", rule="opt", alpha=1.5, gamma=3, temperature=0.0,
+    assert values == dict(prompt="Hi there", draft="head", rule="opt", alpha=1.5, gamma=3, temperature=0.0,
                           seed=12345678901234567, max_new_tokens=12)
 
 
@@ -61,7 +61,8 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
     (dict(tab="nowhere"), "tab must be one of explore, compare, tradeoff, sandbox, strategies, learn, got 'nowhere'",
      {}),
     (dict(run="yes"), "run must be 1 (run the view) or 0, got 'yes'", {}),
-    (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, rule, alpha, gamma, "
+    (dict(draft="eagle"), "draft must be model (the draft model) or head (the EAGLE-3 head), got 'eagle'", {}),
+    (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, draft, rule, alpha, gamma, "
                         "temperature, seed, max_new_tokens, step, tokens, q, p, rules, alphas, threshold", {}),
 ])
 def test_a_bad_value_is_one_sentence_and_the_rest_of_the_link_applies(linked, params, message, kept):
@@ -132,7 +133,7 @@ def test_a_tab_drawn_later_gets_the_links_view_and_its_run_waits_for_that_drawin
 
 
 def test_a_copied_link_opens_the_same_view(linked):
-    values = ["Hello & goodbye?", "chow", 0.25, 3, 0.5, 7, 20]
+    values = ["Hello & goodbye?", "head", "chow", 0.25, 3, 0.5, 7, 20]
     url = link_to("http://host/", linked[0], True, *values)
     params = dict(parse_qsl(urlsplit(url).query))
     tab, read, run, errors = read_link(params, by_tab(linked))

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import app.gpu
-from app.callbacks import Handlers
+from app.explore import ExploreHandlers
 from app.controls import Settings
 from app.layout import QUEUE_SIZE
 from app.pairs import SEED_PAIR, PairCache
@@ -128,7 +128,7 @@ def test_on_a_space_the_app_is_public_and_defaults_to_the_seed_pair(monkeypatch)
 
 def test_offline_the_seed_pair_is_refused_in_one_line_and_the_offline_pairs_still_run(monkeypatch):
     space_environment(monkeypatch)
-    handlers = Handlers(PairCache(public=True), SEED_PAIR)
+    handlers = ExploreHandlers(PairCache(public=True), SEED_PAIR)
     with pytest.warns(UserWarning) as toast:
         view = run_to_end(handlers, pair=SEED_PAIR)
     message = str(toast[-1].message)
@@ -149,7 +149,7 @@ class NoTensors(pickle.Pickler):
 
 
 def test_what_the_gpu_functions_yield_holds_no_tensor():
-    handlers = Handlers(PairCache(), "tiny")
+    handlers = ExploreHandlers(PairCache(), "tiny")
     views = list(handlers.run(*{**SETTINGS, "max_new_tokens": 12}.values()))
     messages = list(handlers._trace_messages(Settings.from_inputs("Hi", "tiny", True, "v3", 0.5, 4, 1.0, 12, 0)))
     for value in views + messages:

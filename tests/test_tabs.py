@@ -6,7 +6,7 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from app.callbacks import Run
+from app.explore import Run
 from app.compare import CompareHandlers
 from app.pairs import PairCache
 from app.sandbox import REST, SIZE, START, SandboxHandlers, loaded_position, top_tokens
@@ -103,9 +103,9 @@ def test_compare_streams_rows_and_opens_one_in_explore(tiny):
 
 
 def test_sandbox_loads_a_position_of_the_explore_run():
-    from app.callbacks import Handlers
+    from app.explore import ExploreHandlers
 
-    run = run_to_end(Handlers(PairCache(), "tiny")).run
+    run = run_to_end(ExploreHandlers(PairCache(), "tiny")).run
     values = SandboxHandlers.load(run, 3)
     labels, q, p, loaded = values[:SIZE], values[SIZE:2 * SIZE], values[2 * SIZE:3 * SIZE], values[-1]
     assert labels[-1] == REST and abs(sum(q) - 1) < 1e-6 and abs(sum(p) - 1) < 1e-6

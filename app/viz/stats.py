@@ -1,5 +1,5 @@
 """The stats panel and the projected speed-up, as Markdown."""
-from .format import number
+from .format import markdown_text, number
 
 ROWS = (
     ("tokens", "tokens", "{:d}"),
@@ -18,14 +18,16 @@ def _cell(value, pattern):
     return "–" if value is None else pattern.format(value)
 
 
-def stats_markdown(stats, caption=""):
-    """A two-column table of the engine's stats, the provenance counts of the whole text, and a caption
-    saying what the numbers cover."""
+def stats_markdown(stats, caption="", pair=""):
+    """A two-column table of the engine's stats, the provenance counts of the whole text, the pair that ran
+    (its draft said) and a caption saying what the numbers cover."""
     if stats is None:
         return "*No run yet.*"
     rows = [f"| {label} | {_cell(stats.get(key), pattern)} |" for key, label, pattern in ROWS]
     counts = " · ".join(f"{stats[s]} {s}" for s in ("accepted", "deferred", "replaced"))
     lines = ["| measured | |", "|:---|---:|", *rows, "", f"**Whole text:** {counts}"]
+    if pair:
+        lines += ["", f"**Ran on:** {markdown_text(pair)}"]
     if caption:
         lines += ["", f"*{caption}*"]
     return "\n".join(lines)
