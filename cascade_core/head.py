@@ -246,7 +246,8 @@ def load_head(source, target):
         embed_tokens = target.get_input_embeddings()
     else:
         embed_tokens = torch.nn.Embedding.from_pretrained(embed.to(target.dtype), freeze=True)
-    head = Eagle3Head(head_config, embed_tokens, aux, target_hidden, draft_vocab)
+    with torch.random.fork_rng(devices=[]):  # the weights initialised here are overwritten: leave the caller's
+        head = Eagle3Head(head_config, embed_tokens, aux, target_hidden, draft_vocab)  # random stream as it was
     head.shares_embedding = embed is None
     if "d2t" not in weights:  # a head over the whole vocabulary
         weights["d2t"] = torch.zeros(draft_vocab, dtype=torch.long)

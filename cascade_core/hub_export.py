@@ -113,12 +113,17 @@ inputs = tokenizer("Who is Buzz Aldrin?", return_tensors="pt")
 out = target.generate(**inputs, assistant_model=draft, do_sample=True, alpha=0.25, deferral="v3",
                       custom_generate="{repo_id}", trust_remote_code=True, max_new_tokens=320)
 print(tokenizer.decode(out[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True))
+
+# or with an EAGLE-3 head (one decoder layer over three of the target's hidden states) instead of a draft model:
+out = target.generate(**inputs, draft_head="AngelSlim/Qwen3-1.7B_eagle3", do_sample=True, alpha=0.25,
+                      deferral="v3", custom_generate="{repo_id}", trust_remote_code=True, max_new_tokens=320)
 ```
 
 The draft must share the target's tokenizer. Arguments beside `generate`'s own:
 
 | argument | default | meaning |
 |---|---|---|
+| `draft_head` | – | in place of `assistant_model`: an EAGLE-3 head's Hub id or folder (the format vLLM and SGLang load); its drafts read the target's hidden states |
 | `deferral` | `"v3"` | the rule (table below) |
 | `alpha` | `0.3` | the rule's parameter: larger alpha always means less deferral |
 | `gamma` | `num_assistant_tokens`, else 4 | draft tokens per block (1 to 16) |
@@ -147,7 +152,10 @@ Each rule's `pi` mixes the draft's `q` and the target's `p`; where a rule defers
   speculative sampling). `deferral="lossless"` is speculative decoding: the target's own distribution, and at
   `do_sample=False` the target's greedy text token for token.
 - The random numbers are keyed by output position (three uniforms per position from `seed`), so the text
-  does not depend on `gamma`, on caching or on batching: a row of a batch is its prompt's solo run.
+  does not depend on `gamma`, on caching or on batching: a row of a batch is its prompt's solo run. With
+  `draft_head` the draft's `q` at a position depends on its step within its block (the first proposal reads the
+  target's hidden states, the next ones the head's own), so the text repeats at a fixed `gamma`; at every `gamma`
+  the emitted token follows `pi`, and lossless greedy is the target's greedy text.
 - Temperature scales `p` and `q` for sampling; the rules threshold the untempered (temperature 1)
   probabilities. Before `min_new_tokens`, end-of-text is impossible for both models.
 

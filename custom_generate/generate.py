@@ -4,7 +4,13 @@
                     custom_generate="<a Hub repo or folder with this file>", trust_remote_code=True,
                     max_new_tokens=320)
 
-Extra arguments: ``alpha``, ``deferral`` (a rule of the engine, default v3), ``gamma`` (draft block length;
+or, with an EAGLE-3 head (a draft that reads the target's hidden states) instead of a draft model:
+
+    target.generate(**inputs, draft_head="AngelSlim/Qwen3-1.7B_eagle3", do_sample=True, alpha=0.25, deferral="v3",
+                    custom_generate=..., trust_remote_code=True, max_new_tokens=320)
+
+Extra arguments: ``draft_head`` (a Hub id or folder of an EAGLE-3 head for the target, in place of
+``assistant_model``), ``alpha``, ``deferral`` (a rule of the engine, default v3), ``gamma`` (draft block length;
 defaults to ``num_assistant_tokens`` as passed, or 4) and ``seed`` (defaults to a draw from torch's global
 generator, so ``torch.manual_seed`` makes runs repeatable). Everything else is read the way ``generate`` reads
 it, by ``generate`` itself: the lengths (``max_new_tokens``, ``max_length``, ``min_new_tokens``,
@@ -22,6 +28,7 @@ from transformers.generation import (EosTokenCriteria, GenerateDecoderOnlyOutput
                                      MaxLengthCriteria, StoppingCriteriaList, StopStringCriteria)
 
 from cascade_core.engine import finish, mapped, one_run, solo, stream_lanes
+from cascade_core.head import load_head
 from cascade_core.pair import make_pair
 
 # Settings that reshape p and q before sampling. The cascade samples from temperature-scaled p and q only, so
@@ -41,11 +48,15 @@ NATIVE_STOPS = (MaxLengthCriteria, EosTokenCriteria)
 def generate(model, inputs=None, generation_config=None, logits_processor=None, stopping_criteria=None,
              prefix_allowed_tokens_fn=None, synced_gpus=None, assistant_model=None, streamer=None,
              negative_prompt_ids=None, negative_prompt_attention_mask=None, alpha=0.3, deferral="v3", gamma=None,
-             seed=None, **kwargs):
+             seed=None, draft_head=None, **kwargs):
     """``model.generate`` with a speculative cascade: checks what the cascade cannot honour, then lets
     transformers' own ``generate`` prepare every setting and call ``cascade`` to decode."""
-    if assistant_model is None:
-        raise ValueError("assistant_model: speculative cascades need a draft model; pass assistant_model=<draft>")
+    if assistant_model is None and draft_head is None:
+        raise ValueError("assistant_model: speculative cascades need a draft; pass assistant_model=<a draft model> "
+                         "or draft_head=<an EAGLE-3 head's Hub id or folder>")
+    if assistant_model is not None and draft_head is not None:
+        raise ValueError("draft_head: the cascade has one draft; pass assistant_model=<a draft model> or "
+                         "draft_head=<an EAGLE-3 head>, not both")
     passed = {**(generation_config.to_diff_dict() if generation_config is not None else {}), **kwargs}
     reshaping = "not applied by speculative cascades, which sample from temperature-scaled p and q; leave it unset"
     refused = {**{name: (passed.get(name), reshaping) for name in RESHAPING},
@@ -74,11 +85,21 @@ def generate(model, inputs=None, generation_config=None, logits_processor=None, 
     rows = inputs if inputs is not None else kwargs.get("input_ids")
     if streamer is not None and rows is not None and rows.dim() == 2 and rows.shape[0] > 1:
         raise ValueError(f"streamer: streams one row, as transformers' streamers do; got a batch of {rows.shape[0]}")
-    pair = make_pair("custom_generate", model, assistant_model, tokenizer)
+    draft = assistant_model if draft_head is None else head_for(model, draft_head)
+    pair = make_pair("custom_generate", model, draft, tokenizer)
     decode = functools.partial(cascade, pair=pair, streamer=streamer, alpha=alpha, deferral=deferral,
                                gamma=gamma if gamma is not None else passed.get("num_assistant_tokens", 4), seed=seed)
     return GenerationMixin.generate(model, inputs, generation_config, stopping_criteria=stopping_criteria,
                                     streamer=streamer, custom_generate=decode, **kwargs)
+
+
+def head_for(model, draft_head):
+    """The EAGLE-3 head ``draft_head`` names (a Hub id or folder), over ``model``, or a ValueError naming it."""
+    try:
+        return load_head(draft_head, model)
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"draft_head: could not load {draft_head!r} as an EAGLE-3 head for this model: "
+                         f"{' '.join(str(error).split())}") from None
 
 
 def cascade(model, input_ids, logits_processor, stopping_criteria, generation_config, *, pair, streamer, alpha,

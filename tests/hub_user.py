@@ -1,5 +1,6 @@
 """A transformers user's script, run by test_hub_export in a clean folder where cascade_core is not importable:
-the seed's call and generate's conventions through an exported custom_generate, by folder and by Hub repo id.
+the seed's call and generate's conventions through an exported custom_generate, by folder and by Hub repo id, and
+the call with an EAGLE-3 head (draft_head=) in place of the draft model.
 
     python hub_user.py MODELS SOURCE [SOURCE ...] OUT.json
 """
@@ -39,5 +40,12 @@ for source in sources:
                            batched=batched.tolist(), streamed=streamed.tolist(), printed=printed.getvalue(),
                            dict_type=type(as_dict).__name__, dict_sequences=as_dict.sequences.tolist(),
                            module=target.generate.__module__ if hasattr(target.generate, "__module__") else None)
+# the seed's call with an EAGLE-3 head in place of the draft model (by folder, through the first source)
+inputs = tokenizer(texts[0], return_tensors="pt")
+with_head = dict(draft_head=f"{models}/head", custom_generate=sources[0], trust_remote_code=True)
+torch.manual_seed(5)
+seeded = target.generate(**inputs, do_sample=True, alpha=0.25, deferral="v3", gamma=3, max_new_tokens=32, **with_head)
+greedy = target.generate(**inputs, do_sample=False, deferral="lossless", max_new_tokens=24, **with_head)
+results["head"] = dict(seeded=seeded.tolist(), greedy=greedy.tolist())
 with open(out, "w") as f:
     json.dump(results, f)

@@ -11,7 +11,9 @@ from transformers.generation import GenerateDecoderOnlyOutput
 from transformers.generation.streamers import BaseStreamer
 
 from cascade_core import generate
+from cascade_core.head import load_head, save_head
 from cascade_core.models import tiny_pair
+from cascade_core.pair import make_pair
 
 REPO = str(Path(__file__).resolve().parents[1])
 CASCADE = dict(custom_generate=REPO, trust_remote_code=True)
@@ -49,6 +51,38 @@ def test_custom_generate_greedy_lossless_is_target_greedy(pair):
     plain = pair.target.generate(**inputs, do_sample=False, max_new_tokens=24)
     ours = entry(pair, **inputs, do_sample=False, deferral="lossless", max_new_tokens=24)
     assert ours.tolist() == plain.tolist()
+
+
+@pytest.fixture(scope="module")
+def head_folder(tmp_path_factory):
+    """The tiny target's random EAGLE-3 head, saved in the published format."""
+    folder = tmp_path_factory.mktemp("head")
+    save_head(tiny_pair(draft_kind="head").draft, folder)
+    return folder
+
+
+@pytest.mark.parametrize("deferral", ["v3", "opt", "lossless"])
+def test_a_head_passed_as_draft_head_runs_the_engines_cascade(pair, head_folder, deferral):
+    inputs = pair.tokenizer("Who is Buzz Aldrin?", return_tensors="pt")
+    torch.manual_seed(5)
+    out = pair.target.generate(**inputs, draft_head=str(head_folder), **CASCADE, do_sample=True, alpha=0.25,
+                               deferral=deferral, gamma=3, max_new_tokens=32)
+    prompt = inputs["input_ids"][0].tolist()
+    head_pair = make_pair("tiny+head", pair.target, load_head(head_folder, pair.target), pair.tokenizer)
+    trace = generate(head_pair, prompt_ids=prompt, rule=deferral, alpha=0.25, gamma=3, seed=engine_seed(5),
+                     max_new_tokens=32)
+    assert out[0].tolist() == prompt + trace.tokens
+    greedy = pair.target.generate(**inputs, draft_head=str(head_folder), **CASCADE, do_sample=False,
+                                  deferral="lossless", max_new_tokens=24)
+    assert greedy.tolist() == pair.target.generate(**inputs, do_sample=False, max_new_tokens=24).tolist()
+
+
+def test_a_head_and_a_draft_model_together_or_a_head_that_does_not_load_are_refused(pair, tmp_path):
+    inputs = pair.tokenizer("Hi", return_tensors="pt")
+    with pytest.raises(ValueError, match="^draft_head: the cascade has one draft"):
+        entry(pair, **inputs, draft_head="x", max_new_tokens=4)
+    with pytest.raises(ValueError, match="^draft_head: could not load .* as an EAGLE-3 head"):
+        pair.target.generate(**inputs, draft_head=str(tmp_path), **CASCADE, max_new_tokens=4)
 
 
 def left_padded(pair, texts, pad=0):

@@ -13,8 +13,10 @@ import torch
 
 from cascade_core import generate
 from cascade_core.cli import main
+from cascade_core.head import load_head, save_head
 from cascade_core.hub_export import REQUIREMENTS, export, exported_files
 from cascade_core.models import tiny_pair
+from cascade_core.pair import make_pair
 from cascade_core.rules import rules_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +75,7 @@ def test_generate_by_folder_and_by_repo_id_where_cascade_core_is_not_importable(
     for role in ("target", "draft"):
         getattr(pair, role).save_pretrained(tmp_path / "models" / role)
     pair.tokenizer.save_pretrained(tmp_path / "models" / "target")
+    save_head(tiny_pair(draft_kind="head").draft, tmp_path / "models" / "head")
     export(tmp_path / "export", REPO_ID)
     fake_hub_repo(tmp_path / "hub", tmp_path / "export")
     clean = tmp_path / "clean"
@@ -108,3 +111,7 @@ def test_generate_by_folder_and_by_repo_id_where_cascade_core_is_not_importable(
         assert run["streamed"] == [prompt + streamed] == run["dict_sequences"] and run["dict_type"] == \
             "GenerateDecoderOnlyOutput"
         assert run["printed"].strip() == tokenizer.decode(streamed).strip()
+    head_pair = make_pair("tiny+head", pair.target, load_head(tmp_path / "models" / "head", pair.target), tokenizer)
+    with_head = generate(head_pair, prompt_ids=prompt, rule="v3", alpha=0.25, gamma=3, seed=seed, max_new_tokens=32)
+    assert results["head"]["seeded"] == [prompt + with_head.tokens]
+    assert results["head"]["greedy"] == results["greedy_target"]
