@@ -10,6 +10,7 @@ import gradio as gr
 from cascade_core import MAX_GAMMA, RULES, Trace, stream
 from cascade_core.costs import expected_speedup, priced_speedup
 from cascade_core.explain import deferred, explain
+from cascade_core.models import with_draft
 from cascade_core.prices import measure_prices, measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
 
@@ -18,7 +19,7 @@ from .controls import (APP_MAX_NEW_TOKENS, Settings, alpha_slider, alpha_slider_
 from .gpu import gpu
 from .links import Linked
 from .options import ASSETS, GENERATING, INSTANT, example_prompts, how_to_read
-from .pairs import CHOICES, DRAFT_CHOICES, pair_default_draft
+from .pairs import CHOICES, DRAFT_CHOICES, drafts_with_a_head, pair_default_draft
 from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz import figures
 from .viz.format import markdown_text
@@ -336,7 +337,7 @@ class ExploreHandlers:
             self.runs.finish(ticket)
 
     @warns_in_page(status_only)
-    @gpu(lambda a: a["max_new_tokens"])
+    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["pair_spec"], a["draft"])))
     def _run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                  auto_gamma=True, draft=draft)
@@ -345,7 +346,7 @@ class ExploreHandlers:
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
 
     @warns_in_page(status_only)
-    @gpu(lambda a: a["max_new_tokens"])
+    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["pair_spec"], a["draft"])))
     def _rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
                pressed=True):
         """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma
@@ -434,7 +435,7 @@ class ExploreHandlers:
                                  max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft)
         yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
-    @gpu(lambda a: a["s"].max_new_tokens)
+    @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _trace_messages(self, s):
         pair = self.pairs.get(s.pair_spec)
         steps = stream(pair, s.prompt, **s.for_pair(pair).engine_kwargs())

@@ -26,6 +26,14 @@ PUBLIC_MODEL_IDS = frozenset({
 })
 
 
+def drafts_with_a_head(spec):
+    """Whether the pair ``spec`` names drafts with an EAGLE-3 head (the offline pairs' "head", a known published
+    head); a head's id typed in is found out on loading."""
+    ids = parse_pair(spec)
+    known_heads = {drafts["head"] for drafts in KNOWN_DRAFTS.values()}
+    return ids.get("draft", pair_default_draft(spec)) == "head" or ids.get("draft") in known_heads
+
+
 def pair_default_draft(spec):
     """The draft a pair runs with unless one is chosen: the bundled pair's measured faster one (models.py), and
     beside a hub target with a known published head, the head (one layer a call instead of a whole model: on a

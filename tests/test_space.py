@@ -17,8 +17,8 @@ import app.gpu
 from app.explore import ExploreHandlers
 from app.controls import Settings
 from app.layout import QUEUE_SIZE
-from app.pairs import SEED_PAIR, PairCache
-from cascade_core.models import parse_pair
+from app.pairs import SEED_PAIR, PairCache, drafts_with_a_head
+from cascade_core.models import parse_pair, with_draft
 from test_app import SETTINGS, run_to_end
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,8 @@ def test_front_matter_is_what_zerogpu_runs():
     assert re.search(r"^sdk: gradio$", block, re.M)
     assert re.search(rf"^sdk_version: {re.escape(gradio.__version__)}$", block, re.M)  # tested as it is deployed
     preloaded = re.findall(r"^  - (\S+)$", block.split("preload_from_hub:")[1], re.M)
-    assert sorted(preloaded) == sorted(parse_pair(SEED_PAIR).values())  # the Space's default pair, downloaded at build
+    # the Space's default pair (the seed's target with its published head) and the seed's draft, downloaded at build
+    assert sorted(preloaded) == sorted({*parse_pair(SEED_PAIR).values(), *parse_pair(with_draft(SEED_PAIR, "head")).values()})
     assert "sdk_version" in (ROOT / "Makefile").read_text()  # make run installs the gradio the Space runs
     assert QUEUE_SIZE  # a queue without max_size is forced to one at a time on ZeroGPU
 
@@ -106,6 +107,12 @@ def test_gpu_durations_follow_the_request(monkeypatch):
     assert duration(None, "Hi", 4, 1.0, 0, 100, 0.25, *cells) == app.gpu.gpu_seconds(200) == 22
     assert duration(None, "Hi", 4, 1.0, 0, "many", 0.25, *cells) == app.gpu.DEFAULT_SECONDS  # refused by the call
     assert app.gpu.gpu_seconds(64) < 20 and app.gpu.gpu_seconds(1024) < 120  # a 64-token run costs little quota
+    # a run asks by its draft: with a head a block is about one target forward
+    head = app.gpu.gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["spec"], a["draft"])))
+    duration = head(lambda spec, draft, max_new_tokens: None)
+    assert duration(SEED_PAIR, "head", 500) == app.gpu.gpu_seconds(500, head=True) == 20
+    assert duration(SEED_PAIR, "model", 500) == duration("bundled", "model", 500) == app.gpu.gpu_seconds(500) == 40
+    assert duration("bundled", "head", 500) == duration("AngelSlim/Qwen3-1.7B_eagle3 -> Qwen/Qwen3-1.7B", "", 500) == 20
 
 
 def space_environment(monkeypatch):
@@ -124,6 +131,8 @@ def test_on_a_space_the_app_is_public_and_defaults_to_the_seed_pair(monkeypatch)
     demo = build_app()
     explore_pair = next(c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "pair")
     assert explore_pair.value == SEED_PAIR
+    explore_draft = next(c for c in demo.blocks.values() if getattr(c, "elem_id", None) == "draft")
+    assert explore_draft.value == "head"  # the seed's target with its published EAGLE-3 head; the draft model next
 
 
 def test_offline_the_seed_pair_is_refused_in_one_line_and_the_offline_pairs_still_run(monkeypatch):
