@@ -4,16 +4,18 @@ import gradio as gr
 
 from cascade_core import RULES, get_rule, stream, stream_batch
 from cascade_core.costs import expected_speedup
+from cascade_core.models import with_draft
 from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
-from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .controls import Settings, check_budget, run_controls, run_defaults
-from .explore import opened_in_explore
+from .controls import Settings, check_budget, draft_control, run_controls, run_defaults
+from .explore import NOT_OPENED, opened_in_explore
 from .gpu import gpu
 from .links import LinkField, Linked, listed, number
 from .options import GENERATING, INSTANT, example_prompts
+from .pairs import drafts_with_a_head, pair_default_draft
+from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.compare import compare_html, compare_stats_markdown
 from .viz.format import html_text
 from .worker import ENGINE
@@ -27,6 +29,7 @@ PRESETS = {
     "baselines and speculative decoding": [("target", 0.0), ("draft", 0.0), ("lossless", 0.0), ("lossy", 0.5)],
 }
 FIRST = "the paper's six rules"
+DEFAULTS = run_defaults(max_new_tokens=48)  # the page's, and its API's
 
 
 def label(rule, alpha):
@@ -78,18 +81,19 @@ def preset_cells(rows):
 class CompareHandlers:
     def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
         self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
+        self.default_draft = pair_default_draft(default_pair_spec)
 
-    def settings(self, prompt, rows, gamma, temperature, seed, max_new_tokens, pair_spec=None):
-        """One checked Settings per row; rows: [(rule, alpha)] (empty rules skipped). A bad row is named by its
-        number; two rows that are the same run are refused."""
+    def settings(self, prompt, draft, rows, gamma, temperature, seed, max_new_tokens):
+        """One checked Settings per row; rows: [(rule, alpha)] (empty rules skipped), all with ``draft``. A bad row
+        is named by its number; two rows that are the same run are refused."""
         rows = [(i, rule, alpha) for i, (rule, alpha) in enumerate(rows, 1) if rule]
         if not 1 <= len(rows) <= MAX_ROWS:
             raise ValueError(f"rows: give 1 to {MAX_ROWS} (rule, alpha) rows, got {len(rows)}")
         settings, seen = [], {}
         for i, rule, alpha in rows:
             try:
-                s = Settings.from_inputs(prompt, pair_spec or self.default_pair_spec, True, rule, alpha, gamma,
-                                         temperature, max_new_tokens, seed)
+                s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                                         max_new_tokens, seed, draft=draft)
             except ValueError as error:
                 raise ValueError(f"row {i}: {error}") from None
             key = row_key(s.rule, s.alpha)
@@ -102,10 +106,12 @@ class CompareHandlers:
         return settings
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
-    @gpu(lambda a: sum(1 for rule in a["cells"][::2] if rule) * a["max_new_tokens"])
-    def run(self, prompt, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
+    @gpu(lambda a: sum(1 for rule in a["cells"][::2] if rule) * a["max_new_tokens"],
+         lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+    def run(self, prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
         """Stream the rows together, block by block. Outputs: traces state, rows HTML, stats, status."""
-        settings = self.settings(prompt, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed, max_new_tokens)
+        settings = self.settings(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed,
+                                 max_new_tokens)
         pair = self.pairs.get(settings[0].pair_spec)
         traces = []
         for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
@@ -115,15 +121,15 @@ class CompareHandlers:
         stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
         yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows."
 
-    @gpu(lambda a: a["max_new_tokens"])
-    def preset(self, name, prompt, gamma, temperature, max_new_tokens):
+    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+    def preset(self, name, prompt, draft, gamma, temperature, max_new_tokens):
         """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input); a preset
         placed by a pilot run yields no change while the pilot runs, block by block."""
         rows = PRESETS.get(name, [])
         if rows is None:
             try:
                 s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
-                                         max_new_tokens, 0)
+                                         max_new_tokens, 0, draft=draft)
                 pilot = None
                 pilot_steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
                 for pilot in ENGINE.iterate(pilot_steps, s.max_new_tokens):
@@ -137,28 +143,31 @@ class CompareHandlers:
         yield preset_cells(rows)
 
     @staticmethod
-    def open_row(traces, event: gr.EventData):
+    def open_row(traces, draft, event: gr.EventData):
         """A clicked row's settings for Explore (its tab selected), or nothing when no row was clicked."""
         index = event_index(event, "row")
         if not traces or not 0 <= index < len(traces):
-            return [gr.skip()] * 9
+            return NOT_OPENED
         s, trace = traces[index].settings, traces[index]
-        return opened_in_explore(trace.prompt, s["rule"], s["alpha"], s["gamma"], s["temperature"],
+        return opened_in_explore(trace.prompt, draft, s["rule"], s["alpha"], s["gamma"], s["temperature"],
                                  s["max_new_tokens"], s["seed"]) + [gr.Tabs(selected="explore")]
 
     @raises_for_client
-    def api_compare(self, prompt: str, rows: list, gamma: int = 4, temperature: float = 1.0, seed: int = 0,
-                    max_new_tokens: int = 64, request: gr.Request = None) -> str:
-        """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair. Its last value is a JSON list
-        of traces, each what /run returns for that row; before that it streams {"generating": {"rows": n, "finished": k,
+    def api_compare(self, prompt: str, rows: list, gamma: int = DEFAULTS["gamma"],
+                    temperature: float = DEFAULTS["temperature"], seed: int = 0,
+                    max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
+                    request: gr.Request = None) -> str:
+        """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair with ``draft`` ("model",
+        "head", or empty for the page's default), at the page's defaults. Its last value is a JSON list of traces,
+        each what /run returns for that row; before that it streams {"generating": {"rows": n, "finished": k,
         "tokens": t (all rows'), "max_new_tokens": m (each row's)}} as /run does."""
         if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
             raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {shown(rows)}")
-        settings = self.settings(prompt, [(r["rule"], r.get("alpha", 0.0)) for r in rows], gamma, temperature, seed,
-                                 max_new_tokens)
+        settings = self.settings(prompt, draft or self.default_draft, [(r["rule"], r.get("alpha", 0.0)) for r in rows],
+                                 gamma, temperature, seed, max_new_tokens)
         yield from read_or_stopped(self._compare_messages(settings), self.unread, request)
 
-    @gpu(lambda a: tokens_asked(a["settings"]))
+    @gpu(lambda a: tokens_asked(a["settings"]), lambda a: drafts_with_a_head(a["settings"][0].pair_spec))
     def _compare_messages(self, settings):
         def progress(traces):
             return {"rows": len(traces), "finished": sum(t.finished for t in traces),
@@ -199,9 +208,9 @@ def read_rows(text):
     return rows
 
 
-def compare_linked():
-    """What a link sets on this tab (its fields' defaults)."""
-    return Linked("compare", dict(prompt=example_prompts()[0], rows=PRESETS[FIRST], **run_defaults(max_new_tokens=48)),
+def compare_linked(draft):
+    """What a link sets on this tab (its fields' defaults; ``draft``: the app's default draft)."""
+    return Linked("compare", dict(prompt=example_prompts()[0], draft=draft, rows=PRESETS[FIRST], **DEFAULTS),
                   "compare-run", parsers=dict(rows=read_rows))
 
 
@@ -210,6 +219,7 @@ def build_compare(handlers, explore, tabs, values):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="compare-prompt")
+            draft = draft_control(values["draft"], "compare-draft")
             named = next((name for name, rows in PRESETS.items() if rows == values["rows"]), None)
             preset = gr.Dropdown(list(PRESETS), value=named, label="Preset rows (choosing one runs it)",
                                  elem_id="compare-preset")
@@ -230,11 +240,12 @@ def build_compare(handlers, explore, tabs, values):
             rows = gr.HTML("", elem_id="compare-rows", js_on_load=ROWS_JS)
             stats = gr.Markdown("", elem_id="compare-stats")
     traces = gr.State(None)
-    inputs = [prompt, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells]
-    preset.input(handlers.preset, [preset, prompt, gamma, temperature, max_new_tokens], cells, **GENERATING).then(
+    inputs = [prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells]
+    preset.input(handlers.preset, [preset, prompt, draft, gamma, temperature, max_new_tokens], cells,
+                 **GENERATING).then(
         handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
     run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
-    rows.click(handlers.open_row, traces, explore.opened + [tabs], **INSTANT).then(
+    rows.click(handlers.open_row, [traces, draft], explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return dict(prompt=prompt, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature, seed=seed,
+    return dict(prompt=prompt, draft=draft, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature, seed=seed,
                 max_new_tokens=max_new_tokens)

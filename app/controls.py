@@ -10,6 +10,8 @@ from cascade_core.models import with_draft
 from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, check_prompt, gamma_value, temperature_value, whole_number
 from cascade_core.values import is_finite_number, shown
 
+from .pairs import DRAFT_CHOICES
+
 # The page's slider and the API share one token limit per run,
 APP_MAX_NEW_TOKENS = 1024
 # and one limit on the tokens a whole call may generate: its runs (Compare's rows, Trade-off's rules x alphas and its
@@ -155,6 +157,11 @@ def explore_gamma(value):
 def run_defaults(max_new_tokens, auto_gamma=False):
     """The defaults of ``run_controls``' fields (a tab's link fields): gamma 4 (or 0, "auto"), T 0.7, seed 0."""
     return dict(gamma=0 if auto_gamma else 4, temperature=0.7, seed=0, max_new_tokens=max_new_tokens)
+
+
+def draft_control(value, elem_id):
+    """The draft a tab's runs use beside its pair (models.with_draft): the draft model or the EAGLE-3 head."""
+    return gr.Dropdown(DRAFT_CHOICES, value=value, label="Draft", elem_id=elem_id)
 
 
 def run_controls(values, auto_gamma=False):

@@ -452,7 +452,7 @@ class Explore:
     settings: list  # ExploreHandlers.run's inputs, in order
     view: list  # its outputs (View's order)
     run_state: gr.State
-    opened: list  # what "open in Explore" sets: prompt, rule, alpha, rule text, gamma, T, tokens, seed
+    opened: list  # what "open in Explore" sets: prompt, draft, rule, alpha, rule text, gamma, T, tokens, seed
     linked: Linked  # what a link sets
 
 
@@ -544,7 +544,7 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     linked = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
                     auto_gamma=True, fields=fields, rule_text=rule_text)
     return Explore(handlers, settings, view, run_state,
-                   [prompt, rule, alpha, rule_text, gamma, temperature, max_new_tokens, seed], linked)
+                   [prompt, draft_box, rule, alpha, rule_text, gamma, temperature, max_new_tokens, seed], linked)
 
 
 def draft_for_pair(spec):
@@ -555,7 +555,10 @@ def draft_for_pair(spec):
         return gr.skip()
 
 
-def opened_in_explore(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed):
+def opened_in_explore(prompt, draft, rule, alpha, gamma, temperature, max_new_tokens, seed):
     """Values for Explore.opened: a run of another tab, shown in Explore with its settings."""
-    slider, text = ExploreHandlers.rule_changed(rule, alpha)
-    return [prompt, rule, slider, text, gamma, temperature, max_new_tokens, seed]
+    slider, text = rule_changed(rule, alpha)
+    return [prompt, draft, rule, slider, text, gamma, temperature, max_new_tokens, seed]
+
+
+NOT_OPENED = [gr.skip()] * 10  # Explore.opened and the tabs, left as they are

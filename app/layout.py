@@ -12,7 +12,7 @@ from .lazy_tabs import add_view_states, lazy_tab
 from .learn import LearnHandlers, build_learn, learn_linked
 from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
 from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
-from .pairs import BUNDLED, SEED_PAIR, PairCache
+from .pairs import BUNDLED, SEED_PAIR, PairCache, pair_default_draft
 from .sandbox import SandboxHandlers, build_sandbox, sandbox_linked
 from .strategies import StrategiesHandlers, build_strategies, strategies_linked
 from .tradeoff import TradeoffHandlers, build_tradeoff, tradeoff_linked
@@ -76,7 +76,8 @@ def build_app(pair_spec=None, public=None, pairs=None):
         press, query = (gr.Textbox(visible=False) for _ in range(2))
         restore_button = gr.Button("restore the link's view", elem_id="restore-link", elem_classes=["offscreen"])
         # the tabs after Explore are drawn when first opened (app.lazy_tabs), each in the view a link or a lesson asks
-        later = add_view_states([compare_linked(), tradeoff_linked(), sandbox_linked(), strategies_linked(),
+        draft = pair_default_draft(pair_spec)
+        later = add_view_states([compare_linked(draft), tradeoff_linked(draft), sandbox_linked(), strategies_linked(draft),
                                  learn_linked()])
         with gr.Tabs(elem_id="tabs") as tabs:
             with gr.Tab("Explore", id="explore", elem_id="tab-explore"):

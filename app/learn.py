@@ -11,13 +11,14 @@ from cascade_core import RULES, mapped, stream
 from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
 from cascade_core.explain import dissect
 
-from .streaming import warns_in_page
 from .compare import compare_steps, label, progress_line, row_stats, tokens_asked
 from .controls import Settings
 from .gpu import gpu
 from .links import PRESS_JS, Linked, restore_outputs, restored
 from .options import GENERATING, INSTANT, QUEUED_INSTANT, example_prompts
+from .pairs import pair_default_draft
 from .sandbox import START, SandboxHandlers
+from .streaming import warns_in_page
 from .tradeoff import TradeoffHandlers
 from .viz.compare import compare_html
 from .viz.format import number
@@ -231,12 +232,13 @@ LESSONS = (
 class LearnHandlers:
     def __init__(self, pairs, default_pair_spec, tradeoff: TradeoffHandlers):
         self.pairs, self.default_pair_spec, self.tradeoff = pairs, default_pair_spec, tradeoff
+        self.default_draft = pair_default_draft(default_pair_spec)
 
     def settings(self, lesson, rule="lossless", alpha=0.0):
         """A run of the lesson, with the prompt, gamma and seed its link opens."""
         link = lesson.link()
         return Settings.from_inputs(link["prompt"], self.default_pair_spec, True, rule, alpha, int(link["gamma"]),
-                                    lesson.temperature, lesson.max_new_tokens, int(link["seed"]))
+                                    lesson.temperature, lesson.max_new_tokens, int(link["seed"]), draft=self.default_draft)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: LESSONS[a["index"]].tokens)

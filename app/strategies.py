@@ -4,12 +4,14 @@ import gradio as gr
 
 from cascade_core import mapped
 from cascade_core.strategies import STRATEGIES, strategy_steps
+from cascade_core.models import with_draft
 from cascade_core.values import is_number, shown
 
-from .controls import Settings, alpha_slider, check_budget, rule_changed, run_controls, run_defaults
+from .controls import Settings, alpha_slider, check_budget, draft_control, rule_changed, run_controls, run_defaults
 from .gpu import gpu
 from .links import Linked, fraction
 from .options import GENERATING, INSTANT, example_prompts
+from .pairs import drafts_with_a_head, pair_default_draft
 from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
@@ -46,18 +48,30 @@ def checked_threshold(threshold):
     return float(threshold)
 
 
+DEFAULTS = dict(rule="v3", alpha=0.5, threshold=0.6, **run_defaults(max_new_tokens=48, auto_gamma=True))  # and the API's
+
+
+def done_text(lanes):
+    """The status once the strategies are done, naming those the draft could not run."""
+    skipped = [lane["name"] for lane in lanes if lane["totals"] is None]
+    return "Done: times are measured, call by call." + (
+        f" Not run with an EAGLE-3 head, which reads the target's hidden states: the {' and the '.join(skipped)} "
+        "(they need a draft that runs alone; choose the draft model for them)." if skipped else "")
+
+
 class StrategiesHandlers:
     def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
         self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
+        self.default_draft = pair_default_draft(default_pair_spec)
 
-    def settings(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
+    def settings(self, prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         """(run settings, threshold), checked, and the call's tokens against the request budget."""
         if rule not in CASCADE_RULES:
             raise ValueError(f"rule must be one of {', '.join(CASCADE_RULES)} (the speculative cascade's deferral "
                              "rule; the strategies run lossless decoding and the baselines themselves), got "
                              f"{shown(rule)}")
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                 max_new_tokens, seed, auto_gamma=True)
+                                 max_new_tokens, seed, auto_gamma=True, draft=draft)
         threshold = checked_threshold(threshold)
         check_budget(RUNS, s.max_new_tokens, "the four strategies")
         return s, threshold
@@ -69,38 +83,44 @@ class StrategiesHandlers:
         return strategy_steps(pair, s.prompt, s.rule, s.alpha, threshold, **kwargs)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
-    @gpu(lambda a: RUNS * a["max_new_tokens"])
-    def run(self, prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
-        s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+    @gpu(lambda a: RUNS * a["max_new_tokens"],
+         lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+    def run(self, prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
+        s, threshold = self.settings(prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.lane_steps(s, threshold), RUNS * s.max_new_tokens)
         lanes = yield from mapped(steps, drawn_as_they_finish(rule))
-        yield lanes_figure(lanes), lanes_html(lanes, rule), "Done: times are measured, call by call."
+        yield lanes_figure(lanes), lanes_html(lanes, rule), done_text(lanes)
 
     @raises_for_client
-    def api_strategies(self, prompt: str, rule: str = "v3", alpha: float = 0.5, threshold: float = 0.6,
-                       gamma: int | str = 4, temperature: float = 1.0, seed: int = 0, max_new_tokens: int = 64,
+    def api_strategies(self, prompt: str, rule: str = DEFAULTS["rule"], alpha: float = DEFAULTS["alpha"],
+                       threshold: float = DEFAULTS["threshold"], gamma: int | str = "auto",
+                       temperature: float = DEFAULTS["temperature"], seed: int = 0,
+                       max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
                        request: gr.Request = None) -> str:
-        """Per strategy (cascade, speculative decoding, speculative cascade, sequential cascade): its calls
-        ([role, start, end] in seconds), text and totals, as JSON; before that it streams {"generating":
-        {"strategy": name, "tokens": t}} as /run does."""
-        s, threshold = self.settings(prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
+        """Per strategy (cascade, speculative decoding, speculative cascade, sequential cascade) at the page's
+        defaults, with ``draft`` ("model", "head", or empty for the page's default): its calls ([role, start, end]
+        in seconds), text and totals, as JSON, or for a strategy the draft cannot run (an EAGLE-3 head: the cascade
+        and the sequential cascade) totals null and "skipped", the sentence why; before that it streams
+        {"generating": {"strategy": name, "tokens": t}} as /run does."""
+        s, threshold = self.settings(prompt, draft or self.default_draft, rule, alpha, threshold, gamma, temperature,
+                                     seed, max_new_tokens)
         yield from read_or_stopped(self._lane_messages(s, threshold), self.unread, request)
 
-    @gpu(lambda a: RUNS * a["s"].max_new_tokens)
+    @gpu(lambda a: RUNS * a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _lane_messages(self, s, threshold):
         def progress(step):
             strategy, trace, _ = step
             return {"strategy": strategy, "tokens": len(trace.positions)}
 
         yield from progress_messages(self.lane_steps(s, threshold), RUNS * s.max_new_tokens, progress,
-                                     lambda lanes: [{key: lane[key] for key in ("name", "calls", "text", "totals")}
+                                     lambda lanes: [{key: lane[key] for key in ("name", "calls", "text", "totals",
+                                                                                "skipped") if key in lane}
                                                     for lane in lanes])
 
 
-def strategies_linked():
-    """What a link sets on this tab (its fields' defaults)."""
-    return Linked("strategies", dict(prompt=example_prompts()[0], rule="v3", alpha=0.5, threshold=0.6,
-                                     **run_defaults(max_new_tokens=48, auto_gamma=True)),
+def strategies_linked(draft):
+    """What a link sets on this tab (its fields' defaults; ``draft``: the app's default draft)."""
+    return Linked("strategies", dict(prompt=example_prompts()[0], draft=draft, **DEFAULTS),
                   "strategies-run", CASCADE_RULES, auto_gamma=True,
                   parsers=dict(threshold=lambda text: fraction(text, "threshold")))
 
@@ -110,6 +130,7 @@ def build_strategies(handlers, values):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="strategies-prompt")
+            draft = draft_control(values["draft"], "strategies-draft")
             rule = gr.Dropdown(list(CASCADE_RULES), value=values["rule"], label="Rule", elem_id="strategies-rule")
             alpha = alpha_slider(values["rule"], values["alpha"], elem_id="strategies-alpha")
             threshold = gr.Slider(0, 1, value=values["threshold"], step=0.01, elem_id="strategies-threshold",
@@ -121,7 +142,7 @@ def build_strategies(handlers, values):
             plot = gr.Plot(label="Strategies on one clock", elem_id="strategies-plot")
             texts = gr.HTML("", elem_id="strategies-texts")
     rule.input(lambda r, a: rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
-    run.click(handlers.run, [prompt, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
+    run.click(handlers.run, [prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
-    return dict(prompt=prompt, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma, temperature=temperature,
+    return dict(prompt=prompt, draft=draft, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma, temperature=temperature,
                 seed=seed, max_new_tokens=max_new_tokens)

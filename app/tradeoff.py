@@ -5,23 +5,26 @@ import json
 import gradio as gr
 
 from cascade_core import RULES, mapped
+from cascade_core.models import with_draft
 from cascade_core.values import shown
 from sweeps.alphas import needs_pilot, parse_alphas
 from sweeps.figures import frontier_figure
 from sweeps.report import summarise
 from sweeps.sweep import sweep_steps
 
-from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .controls import Settings, check_budget, run_controls, run_defaults
-from .explore import opened_in_explore
+from .controls import Settings, check_budget, draft_control, run_controls, run_defaults
+from .explore import NOT_OPENED, opened_in_explore
 from .gpu import gpu
 from .links import Linked, listed
 from .options import GENERATING, INSTANT, example_prompts
+from .pairs import drafts_with_a_head, pair_default_draft
+from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.format import markdown_text
 from .worker import ENGINE
 
 RULE_CHOICES = [r for r in RULES if RULES[r].kind != "baseline"] + ["target"]
 DEFAULT_RULES = ["lossless", "chow", "opt", "v3"]
+DEFAULTS = dict(alphas="auto:6", **run_defaults(max_new_tokens=32))  # the page's, and its API's
 
 
 def point_choices(rows):
@@ -64,8 +67,9 @@ def runs_asked(rules, alphas):
 class TradeoffHandlers:
     def __init__(self, pairs, default_pair_spec, unread=lambda session_hash: 0):
         self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
+        self.default_draft = pair_default_draft(default_pair_spec)
 
-    def settings(self, prompt, rules, alphas, gamma, temperature, seed, max_new_tokens):
+    def settings(self, prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens):
         """(run settings, distinct rules in their order, the tokens the call asks for), checked as Explore checks
         them (the first rule stands in for all), and the tokens against the request budget."""
         if not isinstance(rules, list) or not rules or not all(isinstance(r, str) for r in rules):
@@ -77,7 +81,7 @@ class TradeoffHandlers:
             raise ValueError(f"unknown rule {shown(unknown)} in rules; the frontier's rules are: "
                              f"{', '.join(RULE_CHOICES)}")
         s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
-                                 max_new_tokens, seed)
+                                 max_new_tokens, seed, draft=draft)
         tokens = check_budget(runs_asked(rules, parse_alphas(alphas)), s.max_new_tokens, "rules, alphas")
         return s, rules, tokens
 
@@ -89,11 +93,12 @@ class TradeoffHandlers:
                            pair=self.pairs.get(s.pair_spec))
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
-    @gpu(lambda a: runs_asked(a["rules"], parse_alphas(a["alphas"])) * a["max_new_tokens"])
-    def run(self, prompt, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c):
+    @gpu(lambda a: runs_asked(a["rules"], parse_alphas(a["alphas"])) * a["max_new_tokens"],
+         lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+    def run(self, prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c):
         """Outputs: rows state, figure, point chooser, status. Stop, or a closed page, ends the sweep after the
         block it is in."""
-        s, rules, tokens = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
+        s, rules, tokens = self.settings(prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.frontier_steps(s, rules, alphas, bool(share_prefix)), tokens)
         rows = yield from mapped(steps, drawn_as_they_finish(x_axis, c))
         figure = frontier_figure(summarise(rows), x_axis, "target_nll", c)
@@ -106,12 +111,12 @@ class TradeoffHandlers:
         return gr.skip() if not rows else frontier_figure(summarise(rows), x_axis, "target_nll", c)
 
     @staticmethod
-    def open_point(rows, index, prompt, gamma, temperature, seed, max_new_tokens):
+    def open_point(rows, index, prompt, draft, gamma, temperature, seed, max_new_tokens):
         if not rows or index is None:
             gr.Warning("Run the trade-off first, then choose one of its points.")
-            return [gr.skip()] * 9
+            return NOT_OPENED
         point = summarise(rows)[int(index)]
-        return opened_in_explore(prompt, point["rule"], point["alpha"] or 0.0, gamma, temperature, max_new_tokens,
+        return opened_in_explore(prompt, draft, point["rule"], point["alpha"] or 0.0, gamma, temperature, max_new_tokens,
                                  seed) + [gr.Tabs(selected="explore")]
 
     @staticmethod
@@ -133,15 +138,19 @@ class TradeoffHandlers:
             return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {markdown_text(f'{type(error).__name__}: {error}')}"
 
     @raises_for_client
-    def api_frontier(self, prompt: str, rules: list, alphas: str = "auto:6", seed: int = 0, gamma: int = 4,
-                     temperature: float = 1.0, max_new_tokens: int = 48, request: gr.Request = None) -> str:
-        """For one prompt on the app's default pair. Its last value is one row per (rule, alpha), as sweeps.sweep
+    def api_frontier(self, prompt: str, rules: list, alphas: str = DEFAULTS["alphas"], seed: int = 0,
+                     gamma: int = DEFAULTS["gamma"], temperature: float = DEFAULTS["temperature"],
+                     max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
+                     request: gr.Request = None) -> str:
+        """For one prompt on the app's default pair with ``draft`` ("model", "head", or empty for the page's
+        default), at the page's defaults. Its last value is one row per (rule, alpha), as sweeps.sweep
         makes them (JSON); before that it streams {"generating": {"stage": "pilot" or "chain", "chains_done": d,
         "chains": n, "running": r, "tokens": t (of the r runs going on)}} as /run does."""
-        s, rules, tokens = self.settings(prompt, rules, alphas, gamma, temperature, seed, max_new_tokens)
+        s, rules, tokens = self.settings(prompt, draft or self.default_draft, rules, alphas, gamma, temperature, seed,
+                                         max_new_tokens)
         yield from read_or_stopped(self._frontier_messages(s, rules, alphas, tokens), self.unread, request)
 
-    @gpu(lambda a: a["tokens"])
+    @gpu(lambda a: a["tokens"], lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _frontier_messages(self, s, rules, alphas, tokens):
         def progress(step):
             return {"stage": step.stage, "chains_done": step.done, "chains": step.total,
@@ -165,10 +174,10 @@ def read_alphas(text):
     return text
 
 
-def tradeoff_linked():
-    """What a link sets on this tab (its fields' defaults)."""
-    return Linked("tradeoff", dict(prompt=example_prompts()[0], rules=DEFAULT_RULES, alphas="auto:6",
-                                   **run_defaults(max_new_tokens=32)), "tradeoff-run",
+def tradeoff_linked(draft):
+    """What a link sets on this tab (its fields' defaults; ``draft``: the app's default draft)."""
+    return Linked("tradeoff", dict(prompt=example_prompts()[0], draft=draft, rules=DEFAULT_RULES, **DEFAULTS),
+                  "tradeoff-run",
                   parsers=dict(rules=read_rules, alphas=read_alphas))
 
 
@@ -177,6 +186,7 @@ def build_tradeoff(handlers, explore, tabs, values):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="tradeoff-prompt")
+            draft = draft_control(values["draft"], "tradeoff-draft")
             rules = gr.CheckboxGroup(RULE_CHOICES, value=values["rules"], label="Rules", elem_id="tradeoff-rules")
             alphas = gr.Textbox(values["alphas"], label="alphas: auto:N (spread over deferral rates), or numbers",
                                 elem_id="tradeoff-alphas")
@@ -195,13 +205,13 @@ def build_tradeoff(handlers, explore, tabs, values):
                 point = gr.Dropdown([], label="A point of the frontier", elem_id="tradeoff-point")
                 open_button = gr.Button("Open it in Explore", elem_id="tradeoff-open")
     rows = gr.State(None)
-    run.click(handlers.run, [prompt, rules, alphas, gamma, temperature, seed, max_new_tokens, share, x_axis, c],
+    run.click(handlers.run, [prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share, x_axis, c],
               [rows, plot, point, status], **GENERATING)
     for control in (x_axis, c):
         control.input(handlers.redraw, [rows, x_axis, c], plot, **INSTANT)
     upload.upload(handlers.upload, [upload, x_axis, c], [rows, plot, status], **INSTANT)
-    open_button.click(handlers.open_point, [rows, point, prompt, gamma, temperature, seed, max_new_tokens],
+    open_button.click(handlers.open_point, [rows, point, prompt, draft, gamma, temperature, seed, max_new_tokens],
                       explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return dict(prompt=prompt, rules=rules, alphas=alphas, gamma=gamma, temperature=temperature, seed=seed,
+    return dict(prompt=prompt, draft=draft, rules=rules, alphas=alphas, gamma=gamma, temperature=temperature, seed=seed,
                 max_new_tokens=max_new_tokens)

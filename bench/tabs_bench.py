@@ -45,7 +45,7 @@ def bench_compare(pairs, pair_name, repeats):
     first, total = [], []
     for _ in range(repeats):
         start, shown = time.perf_counter(), None
-        for _ in handlers.run(PROMPT, 4, 0.7, 0, 64, 0.25, *preset_cells(COMPARE_ROWS)):
+        for _ in handlers.run(PROMPT, handlers.default_draft, 4, 0.7, 0, 64, 0.25, *preset_cells(COMPARE_ROWS)):
             shown = shown or time.perf_counter() - start
         first.append(shown)
         total.append(time.perf_counter() - start)
@@ -55,7 +55,7 @@ def bench_compare(pairs, pair_name, repeats):
 def bench_frontier(pairs, pair_name, max_new_tokens):
     """{share_prefix: (seconds, runs, tokens in the rows, tokens generated)} for one prompt x 4 rules x 6 alphas."""
     handlers = TradeoffHandlers(pairs, pair_name)
-    s, rules, _ = handlers.settings(PROMPT, FRONTIER_RULES, "auto:6", 4, 0.7, 0, max_new_tokens)
+    s, rules, _ = handlers.settings(PROMPT, handlers.default_draft, FRONTIER_RULES, "auto:6", 4, 0.7, 0, max_new_tokens)
     results = {}
     for share in (True, False):
         start = time.perf_counter()

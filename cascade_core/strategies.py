@@ -6,10 +6,20 @@
 3. the speculative cascade with a rule and alpha;
 4. the token-level sequential cascade with the same rule: one position at a time, the target only where the rule
    needs it. Its tokens are (3)'s; only the cost differs.
+
+(1) and (4) need a draft that runs alone: with an EAGLE-3 head (which reads the target's hidden states) they are
+skipped, each with the sentence that says why.
 """
 from .engine import mapped, stream
+from .head import reads_target
 
 STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
+NEEDS_THE_DRAFT_ALONE = {
+    "cascade": "the cascade lets the draft answer alone, and this pair's draft is an EAGLE-3 head, which reads the "
+               "target's hidden states",
+    "sequential cascade": "the sequential cascade calls the target only where the rule defers, and this pair's "
+                          "draft is an EAGLE-3 head, which needs the target's hidden states at every position",
+}
 
 
 def lane(name, traces, extra=None):
@@ -26,6 +36,12 @@ def lane(name, traces, extra=None):
                 totals=totals)
 
 
+def skipped(name):
+    """A strategy this pair's draft cannot run: no calls, no text, and why."""
+    return dict(name=name, calls=[], text="", positions=[], sources=[], totals=None,
+                skipped=NEEDS_THE_DRAFT_ALONE[name])
+
+
 def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
     """The four lanes (see the module's docstring) for one prompt, block by block: yields (strategy, the growing
     Trace, the list of lanes finished so far, which grows as they finish) after every block and returns the lanes;
@@ -35,12 +51,18 @@ def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
     def run(strategy, **kwargs):
         return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace, lanes))
 
-    drafted = yield from run("cascade", rule="draft", alpha=0.0)
-    confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
-    cascade = [drafted] + ([(yield from run("cascade", rule="target", alpha=0.0))] if confidence < threshold else [])
-    lanes.append(lane("cascade", cascade, dict(confidence=confidence, threshold=threshold, deferred=len(cascade) > 1)))
+    alone = not reads_target(pair.draft)
+    if alone:
+        drafted = yield from run("cascade", rule="draft", alpha=0.0)
+        confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
+        cascade = [drafted] + ([(yield from run("cascade", rule="target", alpha=0.0))] if confidence < threshold else [])
+        lanes.append(lane("cascade", cascade, dict(confidence=confidence, threshold=threshold,
+                                                   deferred=len(cascade) > 1)))
+    else:
+        lanes.append(skipped("cascade"))
     lanes.append(lane("speculative decoding", [(yield from run("speculative decoding", rule="lossless", alpha=0.0))]))
     lanes.append(lane("speculative cascade", [(yield from run("speculative cascade", rule=rule, alpha=alpha))]))
     lanes.append(lane("sequential cascade", [(yield from run("sequential cascade", rule=rule, alpha=alpha,
-                                                              sequential=True))]))
+                                                              sequential=True))]) if alone else
+                 skipped("sequential cascade"))
     return lanes

@@ -59,6 +59,29 @@ def test_run_api_agrees_with_generate(client, tiny, rule, alpha):
     assert trace.settings["rule"] == rule
 
 
+def test_run_api_with_a_prompt_alone_runs_the_pages_defaults(client, tiny):
+    """The page's rule, alpha, gamma "auto", temperature, tokens and draft: a client and a visitor get one run."""
+    trace = Trace.from_json(client.predict(prompt="The cat", api_name="/run"))
+    s = trace.settings
+    assert (s["rule"], s["alpha"], s["gamma"], s["temperature"], s["max_new_tokens"], s["seed"]) == (
+        "v3", 0.5, "auto", 0.7, 64, 0)
+    headed = Trace.from_json(client.predict(prompt="The cat", draft="head", gamma=3, max_new_tokens=12,
+                                            api_name="/run"))
+    head_pair = load_pair("tiny", draft="head")
+    assert headed.tokens == generate(head_pair, "The cat", rule="v3", alpha=0.5, gamma=3, temperature=0.7,
+                                     max_new_tokens=12).tokens
+
+
+def test_explore_runs_the_draft_chosen_beside_the_pair_and_says_which(handlers):
+    view = run_to_end(handlers, draft="head", gamma=3, max_new_tokens=12)
+    assert view.run.pair_spec == "head -> tiny" and "EAGLE\\-3 head" in view.stats  # Markdown-escaped
+    head_pair = load_pair("tiny", draft="head")
+    assert view.run.trace.tokens == generate(head_pair, SETTINGS["prompt"], rule="v3", alpha=0.5, gamma=3,
+                                             max_new_tokens=12).tokens
+    with pytest.warns(UserWarning, match="draft 'eagle' is not one of the tiny pair's drafts"):
+        assert "draft 'eagle'" in run_to_end(handlers, draft="eagle").status
+
+
 @pytest.mark.parametrize("args, message", [
     (dict(prompt="   "), "prompt is empty"),
     (dict(prompt="hi", alpha=1.5), "outside rule 'v3'"),

@@ -40,6 +40,20 @@ def test_bad_input_is_a_clear_error(args, message):
     assert message in r.stderr and "Traceback" not in r.stderr
 
 
+def test_the_draft_is_chosen_beside_the_pair():
+    r = cli("run", "--pair", "tiny", "--draft", "head", "--prompt", "Hello", "--max-new-tokens", "6", "--gamma", "3",
+            "--json")
+    from cascade_core import generate
+    from cascade_core.models import tiny_pair
+    assert json.loads(r.stdout)["tokens"] == generate(tiny_pair(draft_kind="head"), "Hello", gamma=3,
+                                                      max_new_tokens=6).tokens
+    r = cli("run", "--pair", "tiny", "--draft", "eagle", "--prompt", "Hi")
+    assert r.returncode == 2 and r.stderr.strip() == ("error: draft 'eagle' is not one of the tiny pair's drafts: use "
+                                                      "'model' or 'head'")
+    r = cli("run", "--pair", "tiny", "--draft", "head", "--rule", "draft", "--prompt", "Hi")
+    assert r.returncode == 2 and "needs a draft that runs alone" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_unknown_pair():
     r = cli("run", "--pair", "huge", "--prompt", "Hi")
     assert r.returncode == 2 and "unknown pair 'huge'" in r.stderr

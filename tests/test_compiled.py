@@ -61,7 +61,7 @@ def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gam
     trace = last.run.trace
     assert last.status.startswith("Done") and trace.settings["gamma"] == COMPILED_GAMMA and len(trace.tokens) == 12
     assert last.run.prices is None and compiled.prices == {}
-    *_, (_, _, status) = StrategiesHandlers(cache, "tiny").run("Hello", "v3", 0.5, 0.6, 0, 1.0, 0, 6)
+    *_, (_, _, status) = StrategiesHandlers(cache, "tiny").run("Hello", "model", "v3", 0.5, 0.6, 0, 1.0, 0, 6)
     assert status.startswith("Done") and compiled.prices == {}
 
 

@@ -31,14 +31,14 @@ MARKUP = "<img src=x onerror=1><b>b</b> **bold** [link](http://example.com)"
 
 # The argument order of each API, for calls whose JSON is written by hand.
 FIELDS = {
-    "run": ["prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed"],
-    "compare": ["prompt", "rows", "gamma", "temperature", "seed", "max_new_tokens"],
-    "frontier": ["prompt", "rules", "alphas", "seed", "gamma", "temperature", "max_new_tokens"],
+    "run": ["prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed", "draft"],
+    "compare": ["prompt", "rows", "gamma", "temperature", "seed", "max_new_tokens", "draft"],
+    "frontier": ["prompt", "rules", "alphas", "seed", "gamma", "temperature", "max_new_tokens", "draft"],
     "sandbox": ["q", "p", "rule", "alpha"],
-    "strategies": ["prompt", "rule", "alpha", "threshold", "gamma", "temperature", "seed", "max_new_tokens"],
+    "strategies": ["prompt", "rule", "alpha", "threshold", "gamma", "temperature", "seed", "max_new_tokens", "draft"],
 }
 DEFAULTS = dict(prompt="Hi", rule="v3", alpha=0.3, gamma=2, temperature=1.0, max_new_tokens=4, seed=0,
-                rows=[{"rule": "v3", "alpha": 0.3}], rules=["v3"], alphas="0.3", q=[1, 2], p=[2, 1], threshold=0.5)
+                rows=[{"rule": "v3", "alpha": 0.3}], rules=["v3"], alphas="0.3", q=[1, 2], p=[2, 1], threshold=0.5, draft="model")
 
 
 def raw_call(url, api, body, timeout=60):
@@ -88,6 +88,10 @@ HUGE = "1" + "0" * 400
     ("run", "rule", json.dumps("v" * 100_000), "unknown rule 'vvvv"),
     ("strategies", "rule", '"target"', "rule must be one of chow, diff, opt"),  # was a TypeError in the engine
     ("strategies", "rule", '"lossless"', "rule must be one of chow, diff, opt"),  # not offered by the tab
+    ("run", "draft", '"eagle"', "draft 'eagle' is not one of the tiny pair's drafts: use 'model'"),
+    ("compare", "draft", "3", "draft must be text ('model', 'head', or a folder or Hub id), got 3"),
+    ("frontier", "draft", '"x" ', "draft 'x' is not one of the tiny pair's drafts"),
+    ("strategies", "draft", '["head"]', "draft must be text"),
 ])
 def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value, message):
     event, data = raw_call(tiny_app_url, api, body(api, **{field: value}))
@@ -102,7 +106,7 @@ def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value
 def test_a_crafted_click_on_a_token_changes_nothing(data):
     run = run_to_end(ExploreHandlers(PairCache(), "tiny")).run
     assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, data)) == (gr.skip(), gr.skip())
-    assert CompareHandlers.open_row([run.trace], gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 9
+    assert CompareHandlers.open_row([run.trace], "model", gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 10
 
 
 @pytest.mark.parametrize("line", ['{"rule": "v3", "alpha": ' + HUGE + ', "prompt_id": "0"}',
@@ -117,7 +121,7 @@ def test_a_bad_upload_gets_a_sentence_and_no_markup(tmp_path, line):
     handlers = TradeoffHandlers(PairCache(), "tiny")
     for spec in ("auto:\uff15", "auto:\u00b2", "auto:+5", "auto: 5"):
         with pytest.raises(ValueError, match="auto:N needs a whole number N from 1 to 50"):
-            handlers.settings("Hi", ["v3"], spec, 4, 1.0, 0, 8)
+            handlers.settings("Hi", "model", ["v3"], spec, 4, 1.0, 0, 8)
 
 
 def test_sums_past_the_float_range_are_computed_not_nulled():
@@ -136,16 +140,16 @@ def test_a_request_has_one_token_budget():
                                   (["v3"], ",".join(str(i / 10_000) for i in range(10_000)), 8),
                                   (["v3", "chow"], "auto:50", 64)]:
         with pytest.raises(ValueError, match=f"one call may generate at most {REQUEST_TOKEN_BUDGET} tokens"):
-            tradeoff.settings("Hi", rules, alphas, 4, 1.0, 0, tokens)
+            tradeoff.settings("Hi", "model", rules, alphas, 4, 1.0, 0, tokens)
     assert time.perf_counter() - start < 2  # refused before any model call
-    s, rules, tokens = tradeoff.settings("Hi", ["v3"] * 10_000, "auto:6", 4, 1.0, 0, 32)
+    s, rules, tokens = tradeoff.settings("Hi", "model", ["v3"] * 10_000, "auto:6", 4, 1.0, 0, 32)
     assert tokens == (6 + 1) * 32  # six alphas and the pilot
     assert rules == ["v3"]  # a rule named many times runs once
     with pytest.raises(ValueError, match=r"rows 1 and 3 are the same run \(v3 alpha 0.5\)"):
-        compare.settings("Hi", [("v3", 0.5), ("chow", 0.5), ("v3", 0.5)], 4, 1.0, 0, 8)
+        compare.settings("Hi", "model", [("v3", 0.5), ("chow", 0.5), ("v3", 0.5)], 4, 1.0, 0, 8)
     with pytest.raises(ValueError, match=r"rows 1 and 2 are the same run \(lossless\)"):
-        compare.settings("Hi", [("lossless", 0.0), ("lossless", 0.7)], 4, 1.0, 0, 8)
-    assert len(compare.settings("Hi", [(r, 0.5) for r in ("v1", "v2", "v3", "chow", "opt", "diff")], 4, 1.0, 0,
+        compare.settings("Hi", "model", [("lossless", 0.0), ("lossless", 0.7)], 4, 1.0, 0, 8)
+    assert len(compare.settings("Hi", "model", [(r, 0.5) for r in ("v1", "v2", "v3", "chow", "opt", "diff")], 4, 1.0, 0,
                                 1024)) == 6  # Compare's largest call fits the budget
 
 
@@ -153,7 +157,7 @@ def test_user_text_in_messages_stays_text():
     assert "<" not in markdown_text(MARKUP) and "**" not in markdown_text(MARKUP) and "](" not in markdown_text(MARKUP)
     tradeoff = TradeoffHandlers(PairCache(), "tiny")
     with pytest.warns(UserWarning) as toast:
-        *_, status = list(tradeoff.run("Hi", ["v3"], MARKUP, 4, 1.0, 0, 8, True, "calls", 0.25))[-1]
+        *_, status = list(tradeoff.run("Hi", "model", ["v3"], MARKUP, 4, 1.0, 0, 8, True, "calls", 0.25))[-1]
     assert "<img" not in status and "**bold**" not in status and "\\*\\*bold\\*\\*" in status
     assert "&lt;img" in str(toast[0].message) and "<img" not in str(toast[0].message)
     pair = MARKUP + " -> b"

@@ -23,7 +23,7 @@ def linked():
                       temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0), max_new_tokens=gr.Slider(1, 1024, value=64))
         explore = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
                          fields=fields, rule_text=gr.Markdown())
-        others = [sandbox_linked(), learn_linked(), tradeoff_linked(), strategies_linked()]
+        others = [sandbox_linked(), learn_linked(), tradeoff_linked("model"), strategies_linked("model")]
         for other in others:
             other.view = gr.State(None)
     return [explore, *others]

@@ -22,7 +22,7 @@ from sweeps.report import summarise, write_report, write_summary
 from sweeps.sweep import pilot_positions
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {"prompt_id", "category", "rule", "alpha", "seed", "gamma", "temperature", "tokens", "text", "target_calls",
+KEYS = {"prompt_id", "category", "draft", "rule", "alpha", "seed", "gamma", "temperature", "tokens", "text", "target_calls",
         "draft_calls", "acceptance_rate", "deferral_rate", "wall_seconds", "cost_ratio", "projected_speedup",
         "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens"}
 SETTINGS = dict(gamma=3, temperature=1.0, max_new_tokens=24)
@@ -69,7 +69,7 @@ def test_projected_speedup_is_priced_with_the_pairs_measured_calls(prompts):
 
 
 def test_rows_have_every_key_and_one_row_per_setting(fresh_rows, prompts):
-    assert all(set(r) == KEYS for r in fresh_rows)
+    assert all(set(r) == KEYS for r in fresh_rows) and {r["draft"] for r in fresh_rows} == {"model"}
     per_rule = {rule: {r["alpha"] for r in fresh_rows if r["rule"] == rule} for rule in RULES_SWEPT}
     assert per_rule["lossless"] == per_rule["draft"] == {None}
     assert all(len(per_rule[rule]) >= 3 for rule in ("chow", "opt", "v3", "lossy"))
@@ -81,6 +81,13 @@ def test_rows_have_every_key_and_one_row_per_setting(fresh_rows, prompts):
     assert all((r["exact_match"] is None) == (r["prompt_id"] != "sum") for r in fresh_rows)
     assert all(r["target_nll"] > 0 and 0 <= r["target_top1"] <= 1 for r in fresh_rows)
     json.loads(json.dumps(fresh_rows), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+
+
+def test_rows_record_the_draft_that_ran_and_a_head_runs_no_draft_alone(prompts):
+    rows = sweep("head -> tiny", prompts[:1], ["lossless", "v3"], [0.5], [0], **SETTINGS)
+    assert [(r["draft"], r["rule"]) for r in rows] == [("head", "lossless"), ("head", "v3")]
+    with pytest.raises(ValueError, match="needs a draft that runs alone"):
+        sweep("head -> tiny", prompts[:1], ["draft"], [0.5], [0], **SETTINGS)
 
 
 def test_prefix_sharing_changes_only_the_work(tiny, prompts, fresh_rows):
@@ -141,6 +148,7 @@ def sweep_cli(*args, timeout=300):
     ("{\"prompt\": \"ok\"}\n", ["--out", "/proc/sweep"], "is not a folder this sweep can write to"),
     ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "could not load"),
     ("{\"prompt\": \"ok\"}\n", ["--per-category", "0"], "--per-category 0: give 1 or more"),
+    ("{\"prompt\": \"ok\"}\n", ["--pair", "tiny", "--draft", "eagle"], "draft 'eagle' is not one of the tiny pair's"),
     ("{\"prompt\": \"ok\"}\n", ["--rules", "v3", "--alphas", "0.5", "--ray-address", "ray://127.0.0.1:1"],
      "cannot reach the Ray cluster at 'ray://127.0.0.1:1'"),
 ])

@@ -10,6 +10,7 @@ from app.explore import Run
 from app.compare import CompareHandlers
 from app.pairs import PairCache
 from app.sandbox import REST, SIZE, START, SandboxHandlers, loaded_position, top_tokens
+from app.strategies import StrategiesHandlers
 from cascade_core import RULES, Trace, generate, load_pair
 from cascade_core.explain import dissect
 from test_app import TIMING, run_to_end, untimed
@@ -58,6 +59,20 @@ def test_sandbox_api_output_is_pi(client, rule):
         assert max(abs(a - b) for a, b in zip(numbers["output"], numbers["pi"])) < 1e-12
 
 
+def test_strategies_with_a_head_say_which_need_the_draft_alone_and_run_the_rest(client):
+    lanes = strict(client.predict(prompt="The cat", draft="head", gamma=3, max_new_tokens=12, api_name="/strategies"))
+    assert [lane["name"] for lane in lanes] == ["cascade", "speculative decoding", "speculative cascade",
+                                                "sequential cascade"]
+    assert [lane["totals"] is None for lane in lanes] == [True, False, False, True]
+    assert "the cascade lets the draft answer alone" in lanes[0]["skipped"]
+    assert "calls the target only where the rule defers" in lanes[3]["skipped"]
+    assert lanes[2]["totals"]["tokens"] == 12
+    *_, (figure, texts, status) = StrategiesHandlers(PairCache(), "tiny").run("Hello", "head", "v3", 0.5, 0.6, 3,
+                                                                             0.7, 0, 8)
+    assert "Not run with an EAGLE-3 head" in status and texts.count("Not run:") == 2
+    assert len(figure.layout.annotations) == 4
+
+
 def test_strategies_api_lanes(client):
     lanes = strict(client.predict(prompt="The cat", rule="chow", alpha=0.5, threshold=1.0, max_new_tokens=20,
                                   api_name="/strategies"))
@@ -89,14 +104,14 @@ def test_bad_input_in_every_tab_names_its_field(client, api, args, message):
 def test_compare_streams_rows_and_opens_one_in_explore(tiny):
     handlers = CompareHandlers(PairCache(), "tiny")
     cells = ["v3", 0.5, "chow", 0.3, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
-    views = list(handlers.run("Hello", 4, 1.0, 0, 20, 0.25, *cells))
+    views = list(handlers.run("Hello", "model", 4, 1.0, 0, 20, 0.25, *cells))
     traces, rows_html, stats, status = views[-1]
     assert status == "Done: 2 rows."
     assert [t.tokens for t in traces] == [generate(tiny, "Hello", rule=r, alpha=a, seed=0, max_new_tokens=20).tokens
                                           for r, a in (("v3", 0.5), ("chow", 0.3))]
     assert "| chow alpha 0.3 |" in stats
-    opened = CompareHandlers.open_row(traces, gr.EventData(None, {"row": 1}))
-    assert opened[0] == "Hello" and opened[1] == "chow" and opened[2]["value"] == 0.3
+    opened = CompareHandlers.open_row(traces, "model", gr.EventData(None, {"row": 1}))
+    assert opened[:3] == ["Hello", "model", "chow"] and opened[3]["value"] == 0.3
     assert opened[-1].selected == "explore"
     html = [v[1] for v in views if isinstance(v[1], str)][-1]
     assert html.count('class="compare-row"') == 2
@@ -179,13 +194,12 @@ def test_the_frontier_and_the_lanes_are_drawn_as_they_finish():
     """The Trade-off's chart and the Strategies' lanes grow while the call runs (they stayed empty to the end)."""
     import plotly.graph_objects as go
 
-    from app.strategies import StrategiesHandlers
     from app.tradeoff import TradeoffHandlers
 
-    views = list(TradeoffHandlers(PairCache(), "tiny").run("Hello", ["lossless", "chow", "v3"], "0.3,0.7", 4, 1.0, 0,
+    views = list(TradeoffHandlers(PairCache(), "tiny").run("Hello", "model", ["lossless", "chow", "v3"], "0.3,0.7", 4, 1.0, 0,
                                                             12, True, "calls", 0.25))
     drawn = [len(v[1].data) for v in views[:-1] if isinstance(v[1], go.Figure)]
     assert len(drawn) >= 2 and drawn == sorted(drawn) and not views[-1][3].startswith("Placing")
-    views = list(StrategiesHandlers(PairCache(), "tiny").run("Hello", "v3", 0.5, 0.6, 2, 1.0, 0, 12))
+    views = list(StrategiesHandlers(PairCache(), "tiny").run("Hello", "model", "v3", 0.5, 0.6, 2, 1.0, 0, 12))
     lanes = [v[1].count('class="lane"') for v in views[:-1] if isinstance(v[1], str)]
     assert lanes == [1, 2, 3] and views[-1][1].count('class="lane"') == 4

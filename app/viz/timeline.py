@@ -14,6 +14,8 @@ def lanes_figure(lanes):
     """Horizontal bars: y = strategy, x = seconds since the prompt was sent."""
     fig = go.Figure()
     names = [lane["name"] for lane in lanes]
+    fig.add_trace(go.Scatter(x=[0] * len(names), y=names, mode="markers", marker=dict(opacity=0), showlegend=False,
+                             hoverinfo="skip"))  # every lane keeps its row, a skipped one included
     for role, colour in ROLE_COLOURS.items():
         calls = [(lane["name"], start, end) for lane in lanes for kind, start, end in lane["calls"] if kind == role]
         if calls:
@@ -22,8 +24,10 @@ def lanes_figure(lanes):
                                  marker=dict(color=colour, line=dict(color="#fff", width=0.5)),
                                  hovertemplate="%{y}: " + role + " call from %{base:.3f} s, %{x:.3f} s<extra></extra>"))
     for lane in lanes:
-        fig.add_annotation(x=lane["totals"]["seconds"], y=lane["name"], text=f" {lane['totals']['seconds']:.2f} s",
-                           showarrow=False, xanchor="left", font=dict(size=12))
+        ran = lane["totals"] is not None
+        fig.add_annotation(x=lane["totals"]["seconds"] if ran else 0, y=lane["name"], showarrow=False, xanchor="left",
+                           text=f" {lane['totals']['seconds']:.2f} s" if ran else " not run: it needs the draft alone",
+                           font=dict(size=12, color=None if ran else "#666"))
     fig.update_layout(barmode="overlay", height=110 + 70 * len(lanes), bargap=0.35,
                       title=dict(text="Every draft and target call, on one clock", font=dict(size=14)),
                       xaxis=dict(title="seconds since the prompt was sent"),
@@ -37,6 +41,10 @@ def lanes_html(lanes, rule):
     parts = [legend_html(regenerates=False)]
     for lane in lanes:
         t = lane["totals"]
+        if t is None:
+            parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4><p class="totals">Not run: '
+                         f'{html.escape(lane["skipped"])}.</p></div>')
+            continue
         extra = ""
         if "confidence" in t:
             extra = (f"; mean max q {t['confidence']:.2f} {'<' if t['deferred'] else '>='} threshold "
