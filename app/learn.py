@@ -38,12 +38,12 @@ class Lesson:
     idea: str  # what the lesson teaches (Markdown)
     predict: str  # the question to answer before moving a control
     kind: str  # "rows" (side by side), "timed" (one after another), "sandbox", "frontier"
-    rows: tuple = ()  # (rule, alpha) for "rows" and "timed", the rules for "frontier"
+    rows: tuple = ()  # (rule, alpha) for "rows", (rule, alpha, draft) for "timed", the rules for "frontier"
     temperature: float = 0.7
     max_new_tokens: int = 48
     opens: tuple = ()  # the tab the lesson talks about, and its rule and alpha there, as (name, value) pairs
-    # What to look for, from the run's results: (pair, traces) for "rows" and "timed", the rules' (rule, alpha) for
-    # "sandbox", the sweep's rows for "frontier"
+    # What to look for, from the run's results: (pair, traces) for "rows", (each run's pair, traces) for "timed",
+    # the rules' (rule, alpha) for "sandbox", the sweep's rows for "frontier"
     look: Callable = None
 
     def link(self):
@@ -149,26 +149,38 @@ def per_call(trace, role):
     return c[f"{role}_seconds"] / c[f"{role}_calls"]
 
 
-def look_for_timed(pair, traces):
-    """Measured speed-up, and the cost model priced with the calls these two runs timed: one target token (the
-    target alone), one draft call and one verification of up to gamma + 1 tokens (the cascade)."""
-    target, cascade = traces
-    gamma, a = cascade.settings["gamma"], cascade.stats["acceptance_rate"]
-    measured = cascade.stats["tokens_per_second"] / target.stats["tokens_per_second"]
-    one, draft, verify = per_call(target, "target"), per_call(cascade, "draft"), per_call(cascade, "target")
-    priced = priced_speedup(a, gamma, one, draft, verify)
-    verdict = "faster than" if measured > 1 else "slower than"
-    return (f"- Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s; v3: "
-            f"{number(cascade.stats['tokens_per_second'], 1)} tokens/s: the cascade ran {number(measured, 2)}x, "
-            f"{verdict} the target on this machine.\n"
-            f"- Prices timed in these runs: one target token {number(1000 * one, 1)} ms, one draft call "
-            f"{number(1000 * draft, 1)} ms (c = {number(draft / one, 2)}), one verification of up to {gamma + 1} "
-            f"tokens {number(1000 * verify, 1)} ms ({number(verify / one, 2)} target tokens' worth).\n"
-            f"- The cost model with these prices and acceptance {number(a, 2)} projects {number(priced, 2)}x; the "
-            f"paper's estimate, which prices a verification like one target token, would say "
-            f"{number(expected_speedup(a, gamma, draft / one, gamma + 1), 2)}x.\n"
-            f"- {pays(a, gamma, verify / one)} A draft much cheaper than its target, and a verification that costs "
-            "about one target token (a large target on a GPU), are what make a cascade pay.")
+def look_for_timed(pairs, traces):
+    """Per draft: measured speed-up, and the cost model priced with the calls these runs timed: one target token
+    (the target alone), one draft call and one verification of up to gamma + 1 tokens (the cascade); for a head,
+    the emitted tokens outside its vocabulary."""
+    target, *cascades = traces
+    one = per_call(target, "target")
+    lines, notes = [], []
+    for pair, cascade in zip(pairs[1:], cascades):
+        gamma, a = cascade.settings["gamma"], cascade.stats["acceptance_rate"]
+        measured = cascade.stats["tokens_per_second"] / target.stats["tokens_per_second"]
+        draft, verify = per_call(cascade, "draft"), per_call(cascade, "target")
+        priced = priced_speedup(a, gamma, one, draft, verify)
+        kind = "EAGLE-3 head" if pair.draft_kind == "head" else "draft model"
+        lines.append(f"| {kind} | {number(cascade.stats['tokens_per_second'], 1)} | {number(measured, 2)}x | "
+                     f"{number(1000 * draft, 1)} ms (c = {number(draft / one, 2)}) | {number(verify / one, 2)} | "
+                     f"{number(a, 2)} | "
+                     f"{number(priced, 2)}x | {number(expected_speedup(a, gamma, draft / one, gamma + 1), 2)}x |")
+        notes.append(f"- With the {kind}: {pays(a, gamma, verify / one)}")
+        if pair.draft_kind == "head":
+            vocabulary = set(pair.draft.token_ids.tolist())
+            outside = sum(token not in vocabulary for token in cascade.tokens)
+            notes.append(f"- The head proposes only the {len(vocabulary):,} tokens of its vocabulary (q = 0 "
+                         f"elsewhere): {outside} of the {len(cascade.tokens)} tokens written came from outside it, "
+                         "each one the target's replacement, never a kept proposal.")
+    gamma = cascades[0].settings["gamma"]
+    return (f"Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s, one target token "
+            f"{number(1000 * one, 1)} ms.\n\n"
+            f"| v3, alpha 0.5, with | tokens/s | measured | one draft call | a verification of up to {gamma + 1} "
+            "tokens, in target tokens | acceptance | cost model, these prices | the paper's estimate |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" +
+            "\n".join(notes) + "\n- A draft much cheaper than its target whose tokens are kept often, and a "
+            "verification that costs about one target token (a large target on a GPU), are what make a cascade pay.")
 
 
 def pays(a, gamma, verify_ratio):
@@ -219,12 +231,17 @@ LESSONS = (
            "Which rule's points lie lowest at the same cost, and where does lossless (the target's own quality) sit?",
            "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24, look=look_for_frontier,
            opens=(("tab", "tradeoff"),)),
-    Lesson("When it pays: c, gamma and the measured speed-up", "When it pays",
+    Lesson("When it pays: c, gamma, the draft and the measured speed-up", "When it pays",
            "A block of gamma drafted tokens costs gamma + 1 draft calls and one target pass. It pays when the "
            "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
-           "measured here on this machine.",
-           "On this machine, will the cascade finish 48 tokens before the target alone?",
-           "timed", (("target", 0.0), ("v3", 0.5)), look=look_for_timed,
+           "measured here on this machine. Two drafts are timed: a draft model, which runs its own layers and "
+           "scores the whole vocabulary, and an EAGLE-3 head, one decoder layer that reads three of the target's "
+           "hidden states (already computed by the target's last pass) and scores a draft vocabulary of the tokens "
+           "the target writes most. The head's call is cheap: one layer and a small vocabulary. Its q is zero "
+           "outside that vocabulary, so such a token is never proposed: where pi wants it, it comes from the "
+           "residual (the Sandbox shows a q with zeros).",
+           "On this machine, will the cascade finish 48 tokens before the target alone, and with which draft?",
+           "timed", (("target", 0.0, "model"), ("v3", 0.5, "model"), ("v3", 0.5, "head")), look=look_for_timed,
            opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5))),
 )
 
@@ -234,11 +251,12 @@ class LearnHandlers:
         self.pairs, self.default_pair_spec, self.tradeoff = pairs, default_pair_spec, tradeoff
         self.default_draft = pair_default_draft(default_pair_spec)
 
-    def settings(self, lesson, rule="lossless", alpha=0.0):
-        """A run of the lesson, with the prompt, gamma and seed its link opens."""
+    def settings(self, lesson, rule="lossless", alpha=0.0, draft=None):
+        """A run of the lesson, with the prompt, gamma and seed its link opens (``draft``: the app's by default)."""
         link = lesson.link()
         return Settings.from_inputs(link["prompt"], self.default_pair_spec, True, rule, alpha, int(link["gamma"]),
-                                    lesson.temperature, lesson.max_new_tokens, int(link["seed"]), draft=self.default_draft)
+                                    lesson.temperature, lesson.max_new_tokens, int(link["seed"]),
+                                    draft=draft or self.default_draft)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: LESSONS[a["index"]].tokens)
@@ -256,23 +274,29 @@ class LearnHandlers:
                                                               f"Running: {progress.tokens} tokens so far…"))
             yield "", self.tradeoff.redraw(rows, "calls", 0.25), LOOK_FOR + lesson.look(rows)
             return
-        settings = [self.settings(lesson, rule, alpha) for rule, alpha in lesson.rows]
+        settings = [self.settings(lesson, *row) for row in lesson.rows]
         pair = self.pairs.get(settings[0].pair_spec)
         if lesson.kind == "rows":
             traces = []
             for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
                 yield rows_html(traces), gr.skip(), f"Running: {progress_line(traces)}"
-        else:  # timed: one after another, so that each run's clock is its own
-            traces = []
-            for s in settings:
-                for trace in ENGINE.iterate(stream(pair, s.prompt, **s.engine_kwargs()), s.max_new_tokens):
-                    yield rows_html(traces + [trace]), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
-                traces.append(trace)
-        yield rows_html(traces), gr.skip(), LOOK_FOR + lesson.look(pair, traces)
+            yield rows_html(traces), gr.skip(), LOOK_FOR + lesson.look(pair, traces)
+            return
+        traces, pairs = [], []  # timed: one after another, so that each run's clock is its own
+        for s in settings:
+            pairs.append(self.pairs.get(s.pair_spec))
+            drafts = [None] + [f"{p.draft_kind} draft" for p in pairs[1:]]
+            for trace in ENGINE.iterate(stream(pairs[-1], s.prompt, **s.engine_kwargs()), s.max_new_tokens):
+                yield rows_html(traces + [trace], drafts), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
+            traces.append(trace)
+        yield rows_html(traces, drafts), gr.skip(), LOOK_FOR + lesson.look(pairs, traces)
 
 
-def rows_html(traces):
-    return compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources) for t in traces])
+def rows_html(traces, drafts=()):
+    """The runs side by side, each named by its rule (and, where given, the draft that ran it)."""
+    drafts = list(drafts) + [None] * len(traces)
+    return compare_html([(label(t.settings["rule"], t.settings["alpha"]) + (f", {d}" if d else ""), t.positions,
+                          t.sources) for t, d in zip(traces, drafts)])
 
 
 def learn_linked():

@@ -174,6 +174,17 @@ def test_the_first_lessons_numbers_are_its_runs(lessons):
     assert f"Target calls: {runs[0].stats['target_calls']} alone, {s['target_calls']} with the draft" in look
 
 
+def test_the_when_it_pays_lesson_times_both_drafts_in_its_own_runs(lessons):
+    rows, _, look = last(lessons.run(5))
+    head_pair = PairCache().get("head -> tiny")
+    run = generate(head_pair, "Who is Buzz Aldrin?", rule="v3", alpha=0.5, gamma=4, temperature=0.7, seed=0,
+                   max_new_tokens=48)
+    outside = sum(token not in set(head_pair.draft.token_ids.tolist()) for token in run.tokens)
+    assert "| draft model |" in look and "| EAGLE-3 head |" in look
+    assert f"{outside} of the {len(run.tokens)} tokens written came from outside it" in look and outside > 0
+    assert "v3 alpha 0.5, model draft" in rows and "v3 alpha 0.5, head draft" in rows
+
+
 def test_each_lessons_link_opens_its_tab_in_its_state(linked):
     for lesson in LESSONS:
         tab, values, run, errors = read_link(lesson.link(), by_tab(linked))
