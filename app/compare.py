@@ -56,6 +56,23 @@ def compare_steps(pair, settings):
                                     gamma=settings[0].gamma))
 
 
+def runnable(pair, settings):
+    """(the rows this pair can run, {row number: why not} for the rest): draft-only needs a draft that runs alone,
+    and an EAGLE-3 head reads the target's hidden states. With nothing left to run, the sentence is the error."""
+    if pair.draft_kind != "head":
+        return settings, {}
+    skipped = {i: f"row {i} ({label(s.rule, s.alpha)}) needs a draft that runs alone, and this pair's draft is an "
+                  "EAGLE-3 head, which reads the target's hidden states; choose the draft model for it"
+               for i, s in enumerate(settings, 1) if s.rule == "draft"}
+    if len(skipped) == len(settings):
+        raise ValueError(next(iter(skipped.values())))
+    return [s for i, s in enumerate(settings, 1) if i not in skipped], skipped
+
+
+def skipped_text(skipped):
+    return "".join(f" Not run: {why}." for why in skipped.values())
+
+
 def progress_line(traces):
     """Where a Compare call is: tokens so far of all rows, and rows finished."""
     done = sum(t.finished for t in traces)
@@ -113,13 +130,14 @@ class CompareHandlers:
         settings = self.settings(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed,
                                  max_new_tokens)
         pair = self.pairs.get(settings[0].pair_spec)
+        settings, skipped = runnable(pair, settings)
         traces = []
         for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
             yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
                                             for t in traces]), gr.skip(),
                    progress_line(traces))
         stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
-        yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows."
+        yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows.{skipped_text(skipped)}"
 
     @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
     def preset(self, name, prompt, draft, gamma, temperature, max_new_tokens):
@@ -159,7 +177,8 @@ class CompareHandlers:
                     request: gr.Request = None) -> str:
         """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair with ``draft`` ("model",
         "head", or empty for the page's default), at the page's defaults. Its last value is a JSON list of traces,
-        each what /run returns for that row; before that it streams {"generating": {"rows": n, "finished": k,
+        each what /run returns for that row (a draft-only row with an EAGLE-3 head: {"rule", "alpha", "skipped":
+        the sentence why}); before that it streams {"generating": {"rows": n, "finished": k,
         "tokens": t (all rows'), "max_new_tokens": m (each row's)}} as /run does."""
         if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
             raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {shown(rows)}")
@@ -173,9 +192,16 @@ class CompareHandlers:
             return {"rows": len(traces), "finished": sum(t.finished for t in traces),
                     "tokens": sum(len(t.positions) for t in traces), "max_new_tokens": settings[0].max_new_tokens}
 
+        asked = settings
+        settings, skipped = runnable(self.pairs.get(asked[0].pair_spec), asked)
+
+        def result(traces):
+            done = iter(traces)
+            return [dict(rule=s.rule, alpha=s.alpha, skipped=skipped[i]) if i in skipped else next(done).to_dict()
+                    for i, s in enumerate(asked, 1)]
+
         steps = compare_steps(self.pairs.get(settings[0].pair_spec), settings)
-        yield from progress_messages(steps, tokens_asked(settings), progress,
-                                     lambda traces: [t.to_dict() for t in traces])
+        yield from progress_messages(steps, tokens_asked(settings), progress, result)
 
 
 ROWS_JS = """

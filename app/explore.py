@@ -387,8 +387,6 @@ class ExploreHandlers:
 
     # -- live controls -----------------------------------------------------------------------------
 
-    rule_changed = staticmethod(rule_changed)
-
     @staticmethod
     def recolour(run, rule, alpha):
         """Instant: provenance under the new (rule, alpha) from the stored a*, no model call.
@@ -528,7 +526,7 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     # .input, not .change: another tab opening a run here sets the rule without asking for a re-run
     # another pair: the draft it runs with unless one is chosen
     pair_box.input(draft_for_pair, pair_box, draft_box, **INSTANT)
-    rule.input(handlers.rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
+    rule.input(rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
         handlers.recolour, [run_state, rule, alpha], live, **INSTANT).then(
         handlers.regenerate, [run_state, *settings], view, **GENERATING)
     # no cancels: a cancelled stream's last message could land after Stop's and leave "Generating…" on screen

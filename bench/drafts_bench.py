@@ -126,8 +126,10 @@ def frontiers(pairs, n, say):
     out = {}
     for draft, pair in pairs.items():
         start = time.perf_counter()
+        # lanes=1: chains one after another, so that each row's engine time per block (which its projection is
+        # priced with) is its own, not shared with the chains decoded beside it
         rows = sweep("bundled", prompts, FRONTIER["rules"], FRONTIER["alphas"], (0,), gamma=FRONTIER["gamma"],
-                     temperature=TEMPERATURE, max_new_tokens=n, pair=pair)
+                     temperature=TEMPERATURE, max_new_tokens=n, pair=pair, lanes=1)
         summary = summarise_rows(rows)
         lossless = next(s for s in summary if s["rule"] == "lossless")["target_nll_mean"]
         within = [s for s in summary if s["target_nll_mean"] <= 1.1 * lossless and s["projected_speedup_mean"]]

@@ -49,8 +49,10 @@ def hf_generate(model, ids, n, assistant=None, gamma=None):
 
 
 def ours(pair, ids, n, rule, alpha=0.0, gamma=4, temperature=0.0, details=True):
+    """The engine on the settings hf_generate gives transformers: n tokens, end-of-text held back until then
+    (min_new_tokens, as transformers' min_new_tokens does: emitting it and going on would change the text)."""
     trace = generate(pair, prompt_ids=ids[0].tolist(), rule=rule, alpha=alpha, gamma=gamma, temperature=temperature,
-                     seed=0, max_new_tokens=n, stop_at_eos=False, details=details)
+                     seed=0, max_new_tokens=n, min_new_tokens=n, details=details)
     return {"tokens": trace.tokens, "stats": trace.stats}
 
 

@@ -30,7 +30,7 @@ BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
 # The EAGLE-3 head trained for it (python -m distill --head), in the published format.
 BUNDLED_HEAD = Path(__file__).resolve().parents[1] / "assets" / "head-smollm2"
 DRAFT_KINDS = ("model", "head")  # the bundled pair's drafts: the independent one, or the head that reads the target
-BUNDLED_DEFAULT_DRAFT = "model"  # the one docs/benchmarks.md measures faster at the app's defaults
+BUNDLED_DEFAULT_DRAFT = "head"  # measured faster at the app's defaults (docs/benchmarks.md, "Both drafts of the bundled pair")
 # Drafts known for hub targets, what draft="model" and draft="head" mean beside them: the seed's Qwen3-0.6B and
 # AngelSlim's published EAGLE-3 head for the seed's target.
 KNOWN_DRAFTS = {"Qwen/Qwen3-1.7B": {"model": "Qwen/Qwen3-0.6B", "head": "AngelSlim/Qwen3-1.7B_eagle3"}}

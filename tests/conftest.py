@@ -30,7 +30,7 @@ def tiny64_sub(tiny64):
 def bundled():
     from cascade_core import load_pair
 
-    return load_pair("bundled", progress=lambda m: None)
+    return load_pair("bundled", draft="model", progress=lambda m: None)  # the tests written for the draft model
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import pytest
 from gradio_client import Client
 
 from app.explore import ExploreHandlers, Run, View, status_only
-from app.controls import Settings, alpha_slider_range
+from app.controls import Settings, alpha_slider_range, rule_changed
 from app.pairs import PairCache, check_public
 from app.viz.format import markdown_text
 from cascade_core.models import parse_pair
@@ -308,13 +308,13 @@ def test_slider_follows_the_rule():
     assert alpha_slider_range("opt") == (-2.0, 2.0)
     assert alpha_slider_range("lossy") == (0.0, 0.99)
     assert alpha_slider_range("bild") == (0.0, 10.0)
-    update, text = ExploreHandlers.rule_changed("lossless", 0.3)
+    update, text = rule_changed("lossless", 0.3)
     assert update["interactive"] is False and "alpha is ignored" in text
     assert (update["minimum"], update["maximum"]) == (0.0, 1.0)  # not the rule before's range
-    assert ExploreHandlers.rule_changed("target", -1.5)[0]["value"] == 0.0
-    update, text = ExploreHandlers.rule_changed("opt", 0.3)
+    assert rule_changed("target", -1.5)[0]["value"] == 0.0
+    update, text = rule_changed("opt", 0.3)
     assert (update["minimum"], update["maximum"], update["value"]) == (-2.0, 2.0, 0.3)
-    assert ExploreHandlers.rule_changed("lossy", 1.5)[0]["value"] == 0.99
+    assert rule_changed("lossy", 1.5)[0]["value"] == 0.99
 
 
 def test_pairs_and_public_mode():

@@ -59,6 +59,21 @@ def test_sandbox_api_output_is_pi(client, rule):
         assert max(abs(a - b) for a, b in zip(numbers["output"], numbers["pi"])) < 1e-12
 
 
+def test_compare_with_a_head_runs_every_row_but_draft_only_and_says_why(client, tiny):
+    rows = [{"rule": "v3", "alpha": 0.5}, {"rule": "draft"}, {"rule": "lossless"}]
+    traces = strict(client.predict(prompt="The cat", rows=rows, draft="head", gamma=3, max_new_tokens=8,
+                                   api_name="/compare"))
+    assert [t.get("skipped", "")[:20] for t in traces] == ["", "row 2 (draft) needs ", ""]
+    head_pair = load_pair("tiny", draft="head")
+    assert traces[2]["tokens"] == generate(head_pair, "The cat", rule="lossless", gamma=3, temperature=0.7,
+                                           max_new_tokens=8).tokens
+    cells = ["v3", 0.5, "draft", 0.0, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
+    *_, (kept, _, _, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, 0.25, *cells)
+    assert len(kept) == 1 and status.startswith("Done: 1 rows. Not run: row 2 (draft) needs a draft that runs alone")
+    with pytest.warns(UserWarning, match="row 1 \\(draft\\) needs a draft that runs alone"):
+        list(CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, 0.25, "draft", 0.0))
+
+
 def test_strategies_with_a_head_say_which_need_the_draft_alone_and_run_the_rest(client):
     lanes = strict(client.predict(prompt="The cat", draft="head", gamma=3, max_new_tokens=12, api_name="/strategies"))
     assert [lane["name"] for lane in lanes] == ["cascade", "speculative decoding", "speculative cascade",
