@@ -166,7 +166,7 @@ def test_an_abandoned_api_call_stops_generating(counted_app):
 def test_a_never_read_api_call_stops_generating(counted_app):
     url, calls = counted_app
     calls.clear()
-    body = {"data": ["Once upon a time", "v3", 0.3, 1, 1.0, 1024, 0]}
+    body = {"data": ["Once upon a time", "v3", 0.3, 1, 1.0, 1024, 0, ""]}
     httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10)  # posted; its result stream is never read
     while not calls:
         time.sleep(0.05)
