@@ -47,7 +47,9 @@ def pair_default_draft(spec):
 def check_public(spec):
     """In public mode only allow-listed hub ids (and the offline pairs) may be loaded."""
     ids = parse_pair(spec)
-    refused = [ids[k] for k in ("draft", "target") if k in ids and ids[k] not in PUBLIC_MODEL_IDS]
+    if "name" in ids:  # the offline pairs, with either of their drafts
+        return
+    refused = [ids[k] for k in ("draft", "target") if ids[k] not in PUBLIC_MODEL_IDS]
     if refused:
         raise ValueError(f"this public app only loads these models: {', '.join(sorted(PUBLIC_MODEL_IDS))}; "
                          f"not {', '.join(map(shown, refused))}")

@@ -321,6 +321,9 @@ def test_pairs_and_public_mode():
     assert parse_pair("tiny") == {"name": "tiny"}
     assert parse_pair(" Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B ") == {"draft": "Qwen/Qwen3-0.6B", "target": "Qwen/Qwen3-1.7B"}
     check_public("Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B")
+    check_public("AngelSlim/Qwen3-1.7B_eagle3 -> Qwen/Qwen3-1.7B")
+    for offline in ("bundled", "model -> bundled", "head -> bundled", "head -> tiny"):  # either draft of theirs
+        check_public(offline)
     with pytest.raises(ValueError, match="only loads"):
         check_public("evil/model -> Qwen/Qwen3-1.7B")
     with pytest.raises(ValueError, match="only loads"):

@@ -6,7 +6,7 @@ import pytest
 
 from test_browser import SCREENSHOTS, open_page
 
-LINK = ("?tab=explore&prompt=Hello+there&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
+LINK = ("?tab=explore&prompt=Hello+there&draft=head&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
         "&run=1")
 
 
@@ -18,12 +18,22 @@ def test_a_link_restores_the_view_runs_it_and_copies_back_to_itself(tiny_app_url
         assert [page.input_value(f"#{name} input[type=number]") for name in ("alpha", "gamma", "temperature",
                                                                              "max-new-tokens")] == ["0.8", "3", "0.3", "12"]
         assert page.input_value("#seed input") == "7" and "Chow" in page.inner_text("#rule-info")
+        assert "EAGLE-3 head" in page.input_value("#draft input") and "EAGLE-3 head" in page.inner_text("#stats")
         page.click("#copy-link")
         page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('tab=')")
         copied = page.input_value("#link textarea, #link input")
         assert dict(parse_qsl(urlsplit(copied).query)) == dict(parse_qsl(LINK[1:]))
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / "tiny-link.png")
+
+
+def test_a_link_with_a_bad_draft_says_why_and_runs_the_rest_with_the_default_draft(tiny_app_url):
+    with open_page(tiny_app_url + "?tab=explore&prompt=Hi&draft=eagle&max_new_tokens=6&run=1") as page:
+        page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done: 6 tokens')",
+                               timeout=60000)
+        assert "draft must be model (the draft model) or head (the EAGLE-3 head), got 'eagle'" in page.inner_text(
+            "#link-status")
+        assert "draft model" in page.input_value("#draft input") and "EAGLE" not in page.inner_text("#stats")
 
 
 def test_a_bad_link_says_why_and_opens_the_rest(tiny_app_url):

@@ -81,7 +81,7 @@ def call_raw(url, data):
 
 
 def test_a_lone_surrogate_over_http_is_named(tiny_app_url):
-    event, data = call_raw(tiny_app_url, ["bad \udcff byte", "v3", 0.3, 4, 1.0, 4, 0])
+    event, data = call_raw(tiny_app_url, ["bad \udcff byte", "v3", 0.3, 4, 1.0, 4, 0, ""])
     assert event == "error"
     assert "prompt must be valid Unicode text; character 4 is a lone surrogate" in data
 
