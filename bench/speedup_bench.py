@@ -84,7 +84,8 @@ def summarise(pair, results):
 
 
 def section_key(pair):
-    return f"## Speed-up over target-only at the app's settings: {pair.name} pair"
+    # the draft kind too: the bundled pair's two drafts keep a section each
+    return f"## Speed-up over target-only at the app's settings: {pair.name} pair, {pair.draft_kind} draft"
 
 
 def markdown(pair, s, rounds, n):
@@ -122,7 +123,7 @@ def main(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
     args = p.parse_args(argv)
-    pair = load_pair(**(dict(target=args.target, draft=args.draft) if args.target else dict(name=args.pair)))
+    pair = load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
     measure_prices(pair, AUTO_GAMMAS)  # before any run, on a quiet machine
     summary = summarise(pair, run_all(pair, args.rounds, args.max_new_tokens, print))
     text = markdown(pair, summary, args.rounds, args.max_new_tokens)
