@@ -4,7 +4,6 @@ import gradio as gr
 
 from cascade_core import RULES, get_rule, stream, stream_batch
 from cascade_core.costs import expected_speedup
-from cascade_core.models import with_draft
 from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
@@ -124,7 +123,7 @@ class CompareHandlers:
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu(lambda a: sum(1 for rule in a["cells"][::2] if rule) * a["max_new_tokens"],
-         lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+         lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
     def run(self, prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
         """Stream the rows together, block by block. Outputs: traces state, rows HTML, stats, status."""
         settings = self.settings(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed,
@@ -139,7 +138,7 @@ class CompareHandlers:
         stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
         yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows.{skipped_text(skipped)}"
 
-    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
     def preset(self, name, prompt, draft, gamma, temperature, max_new_tokens):
         """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input); a preset
         placed by a pilot run yields no change while the pilot runs, block by block."""
@@ -192,16 +191,15 @@ class CompareHandlers:
             return {"rows": len(traces), "finished": sum(t.finished for t in traces),
                     "tokens": sum(len(t.positions) for t in traces), "max_new_tokens": settings[0].max_new_tokens}
 
-        asked = settings
-        settings, skipped = runnable(self.pairs.get(asked[0].pair_spec), asked)
+        asked, pair = settings, self.pairs.get(settings[0].pair_spec)
+        settings, skipped = runnable(pair, asked)
 
         def result(traces):
             done = iter(traces)
             return [dict(rule=s.rule, alpha=s.alpha, skipped=skipped[i]) if i in skipped else next(done).to_dict()
                     for i, s in enumerate(asked, 1)]
 
-        steps = compare_steps(self.pairs.get(settings[0].pair_spec), settings)
-        yield from progress_messages(steps, tokens_asked(settings), progress, result)
+        yield from progress_messages(compare_steps(pair, settings), tokens_asked(settings), progress, result)
 
 
 ROWS_JS = """
@@ -273,5 +271,5 @@ def build_compare(handlers, explore, tabs, values):
     run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
     rows.click(handlers.open_row, [traces, draft], explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
-    return dict(prompt=prompt, draft=draft, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature, seed=seed,
-                max_new_tokens=max_new_tokens)
+    return dict(prompt=prompt, draft=draft, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature,
+                seed=seed, max_new_tokens=max_new_tokens)

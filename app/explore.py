@@ -10,7 +10,6 @@ import gradio as gr
 from cascade_core import MAX_GAMMA, RULES, Trace, stream
 from cascade_core.costs import expected_speedup, priced_speedup
 from cascade_core.explain import deferred, explain
-from cascade_core.models import with_draft
 from cascade_core.prices import measure_prices, measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
 
@@ -337,7 +336,7 @@ class ExploreHandlers:
             self.runs.finish(ticket)
 
     @warns_in_page(status_only)
-    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["pair_spec"], a["draft"])))
+    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["pair_spec"], a["draft"]))
     def _run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
         s = Settings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                  auto_gamma=True, draft=draft)
@@ -346,7 +345,7 @@ class ExploreHandlers:
         yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
 
     @warns_in_page(status_only)
-    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["pair_spec"], a["draft"])))
+    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["pair_spec"], a["draft"]))
     def _rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
                pressed=True):
         """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma

@@ -5,7 +5,7 @@ import threading
 from collections import OrderedDict
 
 from cascade_core import load_pair
-from cascade_core.models import BUNDLED, KNOWN_DRAFTS, TINY, default_draft, normalised, parse_pair
+from cascade_core.models import BUNDLED, KNOWN_DRAFTS, TINY, normalised, offline_draft, parse_pair, with_draft
 from cascade_core.values import shown
 
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
@@ -26,12 +26,13 @@ PUBLIC_MODEL_IDS = frozenset({
 })
 
 
-def drafts_with_a_head(spec):
-    """Whether the pair ``spec`` names drafts with an EAGLE-3 head (the offline pairs' "head", a known published
-    head); a head's id typed in is found out on loading."""
-    ids = parse_pair(spec)
-    known_heads = {drafts["head"] for drafts in KNOWN_DRAFTS.values()}
-    return ids.get("draft", pair_default_draft(spec)) == "head" or ids.get("draft") in known_heads
+def drafts_with_a_head(spec, draft=None):
+    """Whether the pair ``spec`` with ``draft`` chosen beside it (models.with_draft) drafts with an EAGLE-3 head:
+    an offline pair's "head", or a known published head; a head's id typed in is found out on loading."""
+    ids = parse_pair(with_draft(spec, draft))
+    if "name" in ids:
+        return offline_draft(ids["name"], ids.get("draft")) == "head"
+    return ids["draft"] in {drafts["head"] for drafts in KNOWN_DRAFTS.values()}
 
 
 def pair_default_draft(spec):
@@ -40,7 +41,7 @@ def pair_default_draft(spec):
     GPU's launch-bound clock about 1/28 of the target's forward)."""
     ids = parse_pair(spec)
     if "name" in ids:
-        return ids.get("draft", default_draft(ids["name"]))
+        return offline_draft(ids["name"], ids.get("draft"))
     return "head" if "head" in KNOWN_DRAFTS.get(ids["target"], {}) else "model"
 
 

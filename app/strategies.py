@@ -4,7 +4,6 @@ import gradio as gr
 
 from cascade_core import mapped
 from cascade_core.strategies import STRATEGIES, strategy_steps
-from cascade_core.models import with_draft
 from cascade_core.values import is_number, shown
 
 from .controls import Settings, alpha_slider, check_budget, draft_control, rule_changed, run_controls, run_defaults
@@ -84,7 +83,7 @@ class StrategiesHandlers:
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: RUNS * a["max_new_tokens"],
-         lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+         lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
     def run(self, prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         s, threshold = self.settings(prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.lane_steps(s, threshold), RUNS * s.max_new_tokens)
@@ -144,5 +143,5 @@ def build_strategies(handlers, values):
     rule.input(lambda r, a: rule_changed(r, a)[0], [rule, alpha], alpha, **INSTANT)
     run.click(handlers.run, [prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens],
               [plot, texts, status], **GENERATING)
-    return dict(prompt=prompt, draft=draft, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma, temperature=temperature,
-                seed=seed, max_new_tokens=max_new_tokens)
+    return dict(prompt=prompt, draft=draft, rule=rule, alpha=alpha, threshold=threshold, gamma=gamma,
+                temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)

@@ -5,7 +5,6 @@ import json
 import gradio as gr
 
 from cascade_core import RULES, mapped
-from cascade_core.models import with_draft
 from cascade_core.values import shown
 from sweeps.alphas import needs_pilot, parse_alphas
 from sweeps.figures import frontier_figure
@@ -94,7 +93,7 @@ class TradeoffHandlers:
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu(lambda a: runs_asked(a["rules"], parse_alphas(a["alphas"])) * a["max_new_tokens"],
-         lambda a: drafts_with_a_head(with_draft(a["self"].default_pair_spec, a["draft"])))
+         lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
     def run(self, prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c):
         """Outputs: rows state, figure, point chooser, status. Stop, or a closed page, ends the sweep after the
         block it is in."""

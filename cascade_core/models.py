@@ -30,7 +30,8 @@ BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
 # The EAGLE-3 head trained for it (python -m distill --head), in the published format.
 BUNDLED_HEAD = Path(__file__).resolve().parents[1] / "assets" / "head-smollm2"
 DRAFT_KINDS = ("model", "head")  # the bundled pair's drafts: the independent one, or the head that reads the target
-BUNDLED_DEFAULT_DRAFT = "head"  # measured faster at the app's defaults (docs/benchmarks.md, "Both drafts of the bundled pair")
+# measured faster at the app's defaults (docs/benchmarks.md, "Both drafts of the bundled pair")
+BUNDLED_DEFAULT_DRAFT = "head"
 # Drafts known for hub targets, what draft="model" and draft="head" mean beside them: the seed's Qwen3-0.6B and
 # AngelSlim's published EAGLE-3 head for the seed's target.
 KNOWN_DRAFTS = {"Qwen/Qwen3-1.7B": {"model": "Qwen/Qwen3-0.6B", "head": "AngelSlim/Qwen3-1.7B_eagle3"}}
@@ -79,8 +80,8 @@ def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0, draft_
     if draft_kind == "head":
         # over two thirds of the vocabulary (every third id left out), reading the streams entering layers 0, 1, 1
         head = new_head(target, [v for v in range(vocab) if v % 3 or v == vocab - 1], (0, 1, 1), seed)
-        return make_pair("tiny", target, head.eval(), tokenizer,
-                         f"tiny random Llama target (2 layers) <- random EAGLE-3 head ({len(head.d2t)}-token vocabulary)")
+        return make_pair("tiny", target, head.eval(), tokenizer, "tiny random Llama target (2 layers) <- random "
+                         f"EAGLE-3 head ({len(head.d2t)}-token vocabulary)")
     draft = LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "num_hidden_layers": 1})).to(dtype=dtype, device=device)
     draft.load_state_dict(target.state_dict(), strict=False)
     draft.eval()
@@ -201,25 +202,32 @@ def parse_pair(spec):
     if not arrow or not draft or not target:
         raise ValueError(f"model pair {shown(spec)} not understood: pick one from the list or write 'draft_id -> target_id'")
     if target in (TINY, BUNDLED):
-        if draft not in DRAFT_KINDS:
-            raise ValueError(f"draft {shown(draft)} is not one of the {target} pair's drafts: use 'model' (the "
-                             "independent draft) or 'head' (the EAGLE-3 head)")
-        return {"name": target, "draft": draft}
+        return {"name": target, "draft": offline_draft(target, draft)}
     return {"draft": draft, "target": target}
 
 
 def normalised(spec):
     """One spelling per pair, so that ' bundled' and 'model -> bundled' share one loaded copy."""
     ids = parse_pair(spec)
-    if "name" in ids:
-        return ids["name"] if ids.get("draft", default_draft(ids["name"])) == default_draft(ids["name"]) \
-            else pair_spec(ids["draft"], ids["name"])
-    return pair_spec(ids["draft"], ids["target"])
+    if "name" not in ids:
+        return pair_spec(ids["draft"], ids["target"])
+    draft = offline_draft(ids["name"], ids.get("draft"))
+    return ids["name"] if draft == default_draft(ids["name"]) else pair_spec(draft, ids["name"])
 
 
 def default_draft(name):
     """The draft an offline pair loads when none is named."""
     return BUNDLED_DEFAULT_DRAFT if name == BUNDLED else "model"
+
+
+def offline_draft(name, draft):
+    """An offline pair's draft: one of DRAFT_KINDS (None: its default), or a ValueError saying which are."""
+    if draft is None:
+        return default_draft(name)
+    if draft not in DRAFT_KINDS:
+        raise ValueError(f"draft {shown(draft)} is not one of the {name} pair's drafts: use 'model' (the "
+                         "independent draft) or 'head' (the EAGLE-3 head), or give a target with it")
+    return draft
 
 
 def with_draft(spec, draft):
@@ -268,14 +276,9 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
 
 def _load(name, target, draft, dtype, device, progress, trust_remote_code, measured_kernels):
     if name == TINY and target is None:
-        if draft not in (None, *DRAFT_KINDS):
-            raise ValueError(f"draft {shown(draft)} is not one of the tiny pair's drafts: use 'model' or 'head'")
-        return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu", draft_kind=draft or "model")
+        return tiny_pair(dtype=dtype or torch.float32, device=device or "cpu", draft_kind=offline_draft(TINY, draft))
     if name in (None, BUNDLED) and target is None:
-        if draft not in (None, *DRAFT_KINDS):
-            raise ValueError(f"draft {shown(draft)} is not one of the bundled pair's drafts: use 'model' (the "
-                             "independent draft) or 'head' (the EAGLE-3 head), or give target= with it")
-        pair = bundled_pair(dtype, device, progress, draft)
+        pair = bundled_pair(dtype, device, progress, offline_draft(BUNDLED, draft))
     elif name is None:
         if not (target and draft):
             raise ValueError("give both target= and draft= model ids")

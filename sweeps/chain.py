@@ -71,7 +71,8 @@ def row(pair, item, trace, alpha):
     cascade = RULES[rule].kind != "baseline"
     acceptance = sum(src != "replaced" for src in trace.sources) / n if cascade and n else None
     return dict(prompt_id=item["prompt_id"], category=item["category"], draft=pair.draft_kind, rule=rule,
-                alpha=alpha, seed=s["seed"], gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text, target_calls=target_calls,
+                alpha=alpha, seed=s["seed"], gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text,
+                target_calls=target_calls,
                 draft_calls=draft_calls, acceptance_rate=acceptance, deferral_rate=trace.stats["deferral_rate"],
                 wall_seconds=trace.counters["wall_seconds"], cost_ratio=trace.stats["cost_ratio"],
                 projected_speedup=projected_speedup(pair, trace, acceptance, gamma) if cascade and n else None,

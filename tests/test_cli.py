@@ -49,7 +49,8 @@ def test_the_draft_is_chosen_beside_the_pair():
                                                       max_new_tokens=6).tokens
     r = cli("run", "--pair", "tiny", "--draft", "eagle", "--prompt", "Hi")
     assert r.returncode == 2 and r.stderr.strip() == ("error: draft 'eagle' is not one of the tiny pair's drafts: use "
-                                                      "'model' or 'head'")
+                                                      "'model' (the independent draft) or 'head' (the EAGLE-3 head), "
+                                                      "or give a target with it")
     r = cli("run", "--pair", "tiny", "--draft", "head", "--rule", "draft", "--prompt", "Hi")
     assert r.returncode == 2 and "needs a draft that runs alone" in r.stderr and "Traceback" not in r.stderr
 

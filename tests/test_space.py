@@ -108,7 +108,7 @@ def test_gpu_durations_follow_the_request(monkeypatch):
     assert duration(None, "Hi", 4, 1.0, 0, "many", 0.25, *cells) == app.gpu.DEFAULT_SECONDS  # refused by the call
     assert app.gpu.gpu_seconds(64) < 20 and app.gpu.gpu_seconds(1024) < 120  # a 64-token run costs little quota
     # a run asks by its draft: with a head a block is about one target forward
-    head = app.gpu.gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(with_draft(a["spec"], a["draft"])))
+    head = app.gpu.gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["spec"], a["draft"]))
     duration = head(lambda spec, draft, max_new_tokens: None)
     assert duration(SEED_PAIR, "head", 500) == app.gpu.gpu_seconds(500, head=True) == 20
     assert duration(SEED_PAIR, "model", 500) == duration("bundled", "model", 500) == app.gpu.gpu_seconds(500) == 40
