@@ -137,7 +137,9 @@ def counted_app():
 ABANDON = """
 import sys
 from gradio_client import Client
-job = Client(sys.argv[1], verbose=False).submit(prompt="Once upon a time", max_new_tokens=1024, gamma=1, api_name="/run")
+# T 1: at the page's T 0.7 the tiny pair writes end-of-text early, and the run must be long
+job = Client(sys.argv[1], verbose=False).submit(prompt="Once upon a time", max_new_tokens=1024, gamma=1, temperature=1.0,
+                                                api_name="/run")
 sys.stdin.read()  # killed by the test: the client is gone without a word, as a killed browser or script is
 """
 
@@ -178,7 +180,8 @@ def test_a_full_queue_answers_at_once(counted_app):
     client = Client(url, verbose=False)
     long = []
     for _ in range(GENERATION_SLOTS + 2):  # every slot taken, then the queue of 2 filled
-        long.append(client.submit(prompt="Once", max_new_tokens=1024, gamma=1, api_name="/run"))
+        # T 1: at the page's T 0.7 the tiny pair writes end-of-text early, and these runs must hold their slots
+        long.append(client.submit(prompt="Once", max_new_tokens=1024, gamma=1, temperature=1.0, api_name="/run"))
         time.sleep(0.5)
     time.sleep(1)
     start = time.perf_counter()

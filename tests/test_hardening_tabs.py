@@ -185,12 +185,13 @@ def slow_app():
         demo.close()
 
 
+# T 1: at the pages' T 0.7 the tiny pair writes end-of-text early, and these calls must be long
 LONG_CALLS = {
     "/compare": dict(prompt="Once upon a time", rows=[{"rule": r, "alpha": 0.5} for r in ("v3", "chow", "opt")],
-                     gamma=1, max_new_tokens=1024),
-    "/frontier": dict(prompt="Once upon a time", rules=["v3", "chow"], alphas="auto:20", gamma=1,
+                     gamma=1, temperature=1.0, max_new_tokens=1024),
+    "/frontier": dict(prompt="Once upon a time", rules=["v3", "chow"], alphas="auto:20", gamma=1, temperature=1.0,
                       max_new_tokens=128),
-    "/strategies": dict(prompt="Once upon a time", gamma=1, max_new_tokens=1024),
+    "/strategies": dict(prompt="Once upon a time", gamma=1, temperature=1.0, max_new_tokens=1024),
 }
 ABANDON = """
 import json, sys
