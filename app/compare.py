@@ -1,9 +1,13 @@
 """The Compare tab: one prompt, seed and temperature; up to six (rule, alpha) rows side by side on the same random
-numbers, streamed from the engine, aligned by position; a click on a row opens it in Explore."""
+numbers, with one draft or each draft in turn, streamed from the engine, aligned by position; a click on a row opens
+it in Explore."""
+from dataclasses import dataclass
+
 import gradio as gr
 
 from cascade_core import RULES, get_rule, stream, stream_batch
 from cascade_core.costs import expected_speedup
+from cascade_core.models import DRAFT_KINDS
 from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
@@ -13,11 +17,11 @@ from .explore import NOT_OPENED, opened_in_explore
 from .gpu import gpu
 from .links import LinkField, Linked, listed, number
 from .options import GENERATING, INSTANT, example_prompts
-from .pairs import drafts_with_a_head, pair_default_draft
+from .pairs import DRAFT_CHOICES, drafts_with_a_head, pair_default_draft
 from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.compare import compare_html, compare_stats_markdown
 from .viz.format import html_text
-from .worker import ENGINE
+from .worker import ENGINE, advance
 
 MAX_ROWS = 6
 SAME_DEFERRAL = "lossless vs opt vs v3 vs chow at about the same deferral rate"
@@ -29,43 +33,74 @@ PRESETS = {
 }
 FIRST = "the paper's six rules"
 DEFAULTS = run_defaults(max_new_tokens=48)  # the page's, and its API's
+# Beside one draft, Compare can run every row with each draft kind, side by side (the draft model's row, then the
+# head's): which draft suits a rule, on the same random numbers.
+EACH_DRAFT = "each"
+COMPARE_DRAFT_CHOICES = DRAFT_CHOICES + [("each draft, side by side (every row twice)", EACH_DRAFT)]
 
 
 def label(rule, alpha):
     return f"{rule} alpha {alpha:g}" if RULES[rule].alpha_used else rule
 
 
-def row_stats(pair, trace, c):
-    """The numbers Compare shows beside a row."""
+def row_drafts(draft):
+    """The drafts every row runs with: the one chosen, or with EACH_DRAFT every kind in turn."""
+    return list(DRAFT_KINDS) if draft == EACH_DRAFT else [draft]
+
+
+@dataclass(frozen=True)
+class Row:
+    """A Compare row: its run's settings, the draft it runs with and its name on the page."""
+
+    settings: Settings
+    draft: str
+    name: str
+
+
+def row_stats(pair, trace, c, name=None):
+    """The numbers Compare shows beside a row (named ``name``, by default its rule)."""
     stats, s = trace.stats, trace.settings
     if s["rule"] == "draft":  # the target never ran: its view of the text takes one pass
         p_tokens = target_probabilities(pair, trace.prompt_ids, trace.tokens)[0]
     else:
         p_tokens = [pos["p_token"] for pos in trace.positions]
     acceptance = stats["acceptance_rate"]
-    return dict(label=label(s["rule"], s["alpha"]), target_calls=stats["target_calls"],
+    return dict(label=name or label(s["rule"], s["alpha"]), target_calls=stats["target_calls"],
                 deferral_rate=stats["deferral_rate"], acceptance_rate=acceptance, target_nll=target_nll(p_tokens), c=c,
                 speedup=None if acceptance is None else expected_speedup(acceptance, s["gamma"], c, s["gamma"] + 1))
 
 
-def compare_steps(pair, settings):
-    """Every row in one batch (cascade_core's batched engine: each row is its solo run): yields all the traces,
-    growing together, after every block and returns them."""
-    return (yield from stream_batch(pair, [dict(prompt=s.prompt, **s.row_kwargs()) for s in settings],
-                                    gamma=settings[0].gamma))
+def compare_steps(pairs, settings):
+    """Every row on the batch of its pair (cascade_core's batched engine: each row is its solo run); rows of two
+    pairs (one row per draft) make two batches, which take a block each in turn. ``pairs``: a PairCache. Yields all
+    the traces, in row order, growing together, after every round of blocks and returns them."""
+    specs = list(dict.fromkeys(s.pair_spec for s in settings))
+    going = {spec: stream_batch(pairs.get(spec), [dict(prompt=s.prompt, **s.row_kwargs())
+                                                  for s in settings if s.pair_spec == spec], gamma=settings[0].gamma)
+             for spec in specs}
+    latest = {}
+    while going:
+        for spec, batch in list(going.items()):
+            finished, latest[spec] = advance(batch)
+            if finished:
+                del going[spec]
+        ordered = {spec: iter(traces) for spec, traces in latest.items()}
+        traces = [next(ordered[s.pair_spec]) for s in settings]
+        if going:
+            yield traces
+    return traces
 
 
-def runnable(pair, settings):
-    """(the rows this pair can run, {row number: why not} for the rest): draft-only needs a draft that runs alone,
-    and an EAGLE-3 head reads the target's hidden states. With nothing left to run, the sentence is the error."""
-    if pair.draft_kind != "head":
-        return settings, {}
-    skipped = {i: f"row {i} ({label(s.rule, s.alpha)}) needs a draft that runs alone, and this pair's draft is an "
-                  "EAGLE-3 head, which reads the target's hidden states; choose the draft model for it"
-               for i, s in enumerate(settings, 1) if s.rule == "draft"}
-    if len(skipped) == len(settings):
+def runnable(pairs, rows):
+    """(the rows that can run, {row number: why not} for the rest): draft-only needs a draft that runs alone, and an
+    EAGLE-3 head reads the target's hidden states. With nothing left to run, the sentence is the error."""
+    skipped = {i: f"row {i} ({row.name}) needs a draft that runs alone, and this row's draft is an EAGLE-3 head, "
+                  "which reads the target's hidden states; choose the draft model for it"
+               for i, row in enumerate(rows, 1)
+               if row.settings.rule == "draft" and pairs.get(row.settings.pair_spec).draft_kind == "head"}
+    if len(skipped) == len(rows):
         raise ValueError(next(iter(skipped.values())))
-    return [s for i, s in enumerate(settings, 1) if i not in skipped], skipped
+    return [row for i, row in enumerate(rows, 1) if i not in skipped], skipped
 
 
 def skipped_text(skipped):
@@ -80,8 +115,27 @@ def progress_line(traces):
 
 
 def tokens_asked(settings):
-    """The tokens a Compare call may generate: its rows x max_new_tokens."""
+    """The tokens a Compare call may generate: its runs x max_new_tokens."""
     return len(settings) * settings[0].max_new_tokens
+
+
+def asked_tokens(arguments):
+    """For @gpu: the tokens a call of ``run`` may generate, from its arguments (the row cells and the draft)."""
+    rows = sum(1 for rule in arguments["cells"][::2] if rule)
+    return rows * len(row_drafts(arguments["draft"])) * arguments["max_new_tokens"]
+
+
+def with_heads_only(arguments):
+    """For @gpu: whether every run of a call drafts with an EAGLE-3 head."""
+    return all(drafts_with_a_head(arguments["self"].default_pair_spec, draft) for draft in row_drafts(arguments["draft"]))
+
+
+def compare_draft(text):
+    """A link's ``draft`` on this tab: a draft kind, or each of them."""
+    if text not in (*DRAFT_KINDS, EACH_DRAFT):
+        raise ValueError(f"draft must be model (the draft model), head (the EAGLE-3 head) or {EACH_DRAFT} (every row "
+                         f"with each), got {shown(text)}")
+    return text
 
 
 def row_key(rule, alpha):
@@ -99,46 +153,48 @@ class CompareHandlers:
         self.pairs, self.default_pair_spec, self.unread = pairs, default_pair_spec, unread
         self.default_draft = pair_default_draft(default_pair_spec)
 
-    def settings(self, prompt, draft, rows, gamma, temperature, seed, max_new_tokens):
-        """One checked Settings per row; rows: [(rule, alpha)] (empty rules skipped), all with ``draft``. A bad row
-        is named by its number; two rows that are the same run are refused."""
-        rows = [(i, rule, alpha) for i, (rule, alpha) in enumerate(rows, 1) if rule]
-        if not 1 <= len(rows) <= MAX_ROWS:
-            raise ValueError(f"rows: give 1 to {MAX_ROWS} (rule, alpha) rows, got {len(rows)}")
-        settings, seen = [], {}
-        for i, rule, alpha in rows:
+    def rows(self, prompt, draft, cells, gamma, temperature, seed, max_new_tokens):
+        """One checked Row per (rule, alpha) of ``cells`` (empty rules skipped) and per draft (``draft``, or
+        EACH_DRAFT: every kind, side by side). A bad row is named by its number; two rows that are the same run are
+        refused."""
+        cells = [(i, rule, alpha) for i, (rule, alpha) in enumerate(cells, 1) if rule]
+        if not 1 <= len(cells) <= MAX_ROWS:
+            raise ValueError(f"rows: give 1 to {MAX_ROWS} (rule, alpha) rows, got {len(cells)}")
+        drafts, rows, seen = row_drafts(draft), [], {}
+        for i, rule, alpha in cells:
             try:
-                s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                         max_new_tokens, seed, draft=draft)
+                runs = [Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                                             max_new_tokens, seed, draft=each) for each in drafts]
             except ValueError as error:
                 raise ValueError(f"row {i}: {error}") from None
-            key = row_key(s.rule, s.alpha)
+            key = row_key(runs[0].rule, runs[0].alpha)
             if key in seen:
-                raise ValueError(f"rows {seen[key]} and {i} are the same run ({label(s.rule, s.alpha)}); "
+                raise ValueError(f"rows {seen[key]} and {i} are the same run ({label(*key)}); "
                                  "give each row another rule or alpha")
             seen[key] = i
-            settings.append(s)
-        check_budget(len(settings), settings[0].max_new_tokens, "rows")
-        return settings
+            rows += [Row(s, each, label(s.rule, s.alpha) + (f", {each} draft" if len(drafts) > 1 else ""))
+                     for s, each in zip(runs, drafts)]
+        check_budget(len(rows), rows[0].settings.max_new_tokens, "rows")
+        return rows
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
-    @gpu(lambda a: sum(1 for rule in a["cells"][::2] if rule) * a["max_new_tokens"],
-         lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
+    @gpu(asked_tokens, with_heads_only)
     def run(self, prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
-        """Stream the rows together, block by block. Outputs: traces state, rows HTML, stats, status."""
-        settings = self.settings(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma, temperature, seed,
-                                 max_new_tokens)
-        pair = self.pairs.get(settings[0].pair_spec)
-        settings, skipped = runnable(pair, settings)
-        traces = []
-        for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
-            yield (gr.skip(), compare_html([(label(t.settings["rule"], t.settings["alpha"]), t.positions, t.sources)
-                                            for t in traces]), gr.skip(),
-                   progress_line(traces))
-        stats = [ENGINE.call(row_stats, pair, t, cost_ratio) for t in traces]
-        yield traces, gr.skip(), compare_stats_markdown(stats), f"Done: {len(traces)} rows.{skipped_text(skipped)}"
+        """Stream the rows together, block by block. Outputs: the runs' state ([(Row, Trace)]), rows HTML, stats,
+        status."""
+        rows, skipped = runnable(self.pairs, self.rows(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma,
+                                                       temperature, seed, max_new_tokens))
+        settings, traces = [row.settings for row in rows], []
+        for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
+            yield (gr.skip(), compare_html([(row.name, t.positions, t.sources) for row, t in zip(rows, traces)]),
+                   gr.skip(), progress_line(traces))
+        stats = [ENGINE.call(row_stats, self.pairs.get(row.settings.pair_spec), t, cost_ratio, row.name)
+                 for row, t in zip(rows, traces)]
+        yield (list(zip(rows, traces)), gr.skip(), compare_stats_markdown(stats),
+               f"Done: {len(traces)} rows.{skipped_text(skipped)}")
 
-    @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
+    @gpu(lambda a: a["max_new_tokens"],
+         lambda a: drafts_with_a_head(a["self"].default_pair_spec, row_drafts(a["draft"])[0]))
     def preset(self, name, prompt, draft, gamma, temperature, max_new_tokens):
         """The rows of a preset, as values for the 2 x MAX_ROWS row controls (unchanged after bad input); a preset
         placed by a pilot run yields no change while the pilot runs, block by block."""
@@ -146,7 +202,7 @@ class CompareHandlers:
         if rows is None:
             try:
                 s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
-                                         max_new_tokens, 0, draft=draft)
+                                         max_new_tokens, 0, draft=row_drafts(draft)[0])
                 pilot = None
                 pilot_steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
                 for pilot in ENGINE.iterate(pilot_steps, s.max_new_tokens):
@@ -160,13 +216,15 @@ class CompareHandlers:
         yield preset_cells(rows)
 
     @staticmethod
-    def open_row(traces, draft, event: gr.EventData):
-        """A clicked row's settings for Explore (its tab selected), or nothing when no row was clicked."""
+    def open_row(runs, event: gr.EventData):
+        """A clicked row's settings for Explore (its tab selected), or nothing when no row was clicked. ``runs``:
+        the tab's [(Row, Trace)]."""
         index = event_index(event, "row")
-        if not traces or not 0 <= index < len(traces):
+        if not runs or not 0 <= index < len(runs):
             return NOT_OPENED
-        s, trace = traces[index].settings, traces[index]
-        return opened_in_explore(trace.prompt, draft, s["rule"], s["alpha"], s["gamma"], s["temperature"],
+        row, trace = runs[index]
+        s = trace.settings
+        return opened_in_explore(trace.prompt, row.draft, s["rule"], s["alpha"], s["gamma"], s["temperature"],
                                  s["max_new_tokens"], s["seed"]) + [gr.Tabs(selected="explore")]
 
     @raises_for_client
@@ -175,31 +233,33 @@ class CompareHandlers:
                     max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
                     request: gr.Request = None) -> str:
         """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair with ``draft`` ("model",
-        "head", or empty for the page's default), at the page's defaults. Its last value is a JSON list of traces,
-        each what /run returns for that row (a draft-only row with an EAGLE-3 head: {"rule", "alpha", "skipped":
-        the sentence why}); before that it streams {"generating": {"rows": n, "finished": k,
-        "tokens": t (all rows'), "max_new_tokens": m (each row's)}} as /run does."""
+        "head", "each" for every row with each of them in turn, or empty for the page's default), at the page's
+        defaults. Its last value is a JSON list of traces, one per row and draft, each what /run returns for that
+        row with its "draft" added (a draft-only row with an EAGLE-3 head: {"rule", "alpha", "draft", "skipped":
+        the sentence why}); before that it streams {"generating": {"rows": n, "finished": k, "tokens": t (all
+        rows'), "max_new_tokens": m (each row's)}} as /run does."""
         if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
             raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {shown(rows)}")
-        settings = self.settings(prompt, draft or self.default_draft, [(r["rule"], r.get("alpha", 0.0)) for r in rows],
-                                 gamma, temperature, seed, max_new_tokens)
-        yield from read_or_stopped(self._compare_messages(settings), self.unread, request)
+        asked = self.rows(prompt, draft or self.default_draft, [(r["rule"], r.get("alpha", 0.0)) for r in rows],
+                          gamma, temperature, seed, max_new_tokens)
+        yield from read_or_stopped(self._compare_messages(asked), self.unread, request)
 
-    @gpu(lambda a: tokens_asked(a["settings"]), lambda a: drafts_with_a_head(a["settings"][0].pair_spec))
-    def _compare_messages(self, settings):
+    @gpu(lambda a: tokens_asked([row.settings for row in a["asked"]]),
+         lambda a: all(drafts_with_a_head(row.settings.pair_spec) for row in a["asked"]))
+    def _compare_messages(self, asked):
+        rows, skipped = runnable(self.pairs, asked)
+        settings = [row.settings for row in rows]
+
         def progress(traces):
             return {"rows": len(traces), "finished": sum(t.finished for t in traces),
                     "tokens": sum(len(t.positions) for t in traces), "max_new_tokens": settings[0].max_new_tokens}
 
-        asked, pair = settings, self.pairs.get(settings[0].pair_spec)
-        settings, skipped = runnable(pair, asked)
-
         def result(traces):
             done = iter(traces)
-            return [dict(rule=s.rule, alpha=s.alpha, skipped=skipped[i]) if i in skipped else next(done).to_dict()
-                    for i, s in enumerate(asked, 1)]
+            return [dict(rule=row.settings.rule, alpha=row.settings.alpha, draft=row.draft, skipped=skipped[i])
+                    if i in skipped else dict(next(done).to_dict(), draft=row.draft) for i, row in enumerate(asked, 1)]
 
-        yield from progress_messages(compare_steps(pair, settings), tokens_asked(settings), progress, result)
+        yield from progress_messages(compare_steps(self.pairs, settings), tokens_asked(settings), progress, result)
 
 
 ROWS_JS = """
@@ -235,7 +295,7 @@ def read_rows(text):
 def compare_linked(draft):
     """What a link sets on this tab (its fields' defaults; ``draft``: the app's default draft)."""
     return Linked("compare", dict(prompt=example_prompts()[0], draft=draft, rows=PRESETS[FIRST], **DEFAULTS),
-                  "compare-run", parsers=dict(rows=read_rows))
+                  "compare-run", parsers=dict(rows=read_rows, draft=compare_draft))
 
 
 def build_compare(handlers, explore, tabs, values):
@@ -243,7 +303,7 @@ def build_compare(handlers, explore, tabs, values):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
             prompt = gr.Textbox(label="Prompt", lines=2, value=values["prompt"], elem_id="compare-prompt")
-            draft = draft_control(values["draft"], "compare-draft")
+            draft = draft_control(values["draft"], "compare-draft", COMPARE_DRAFT_CHOICES)
             named = next((name for name, rows in PRESETS.items() if rows == values["rows"]), None)
             preset = gr.Dropdown(list(PRESETS), value=named, label="Preset rows (choosing one runs it)",
                                  elem_id="compare-preset")
@@ -263,13 +323,13 @@ def build_compare(handlers, explore, tabs, values):
         with gr.Column(scale=2):
             rows = gr.HTML("", elem_id="compare-rows", js_on_load=ROWS_JS)
             stats = gr.Markdown("", elem_id="compare-stats")
-    traces = gr.State(None)
+    runs = gr.State(None)
     inputs = [prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells]
     preset.input(handlers.preset, [preset, prompt, draft, gamma, temperature, max_new_tokens], cells,
                  **GENERATING).then(
-        handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
-    run.click(handlers.run, inputs, [traces, rows, stats, status], **GENERATING)
-    rows.click(handlers.open_row, [traces, draft], explore.opened + [tabs], **INSTANT).then(
+        handlers.run, inputs, [runs, rows, stats, status], **GENERATING)
+    run.click(handlers.run, inputs, [runs, rows, stats, status], **GENERATING)
+    rows.click(handlers.open_row, runs, explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)
     return dict(prompt=prompt, draft=draft, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature,
                 seed=seed, max_new_tokens=max_new_tokens)

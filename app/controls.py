@@ -159,9 +159,10 @@ def run_defaults(max_new_tokens, auto_gamma=False):
     return dict(gamma=0 if auto_gamma else 4, temperature=0.7, seed=0, max_new_tokens=max_new_tokens)
 
 
-def draft_control(value, elem_id):
-    """The draft a tab's runs use beside its pair (models.with_draft): the draft model or the EAGLE-3 head."""
-    return gr.Dropdown(DRAFT_CHOICES, value=value, label="Draft", elem_id=elem_id)
+def draft_control(value, elem_id, choices=DRAFT_CHOICES):
+    """The draft a tab's runs use beside its pair (models.with_draft): the draft model or the EAGLE-3 head (and
+    where a tab offers more, ``choices``)."""
+    return gr.Dropdown(choices, value=value, label="Draft", elem_id=elem_id)
 
 
 def run_controls(values, auto_gamma=False):

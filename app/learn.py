@@ -278,7 +278,7 @@ class LearnHandlers:
         pair = self.pairs.get(settings[0].pair_spec)
         if lesson.kind == "rows":
             traces = []
-            for traces in ENGINE.iterate(compare_steps(pair, settings), tokens_asked(settings)):
+            for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
                 yield rows_html(traces), gr.skip(), f"Running: {progress_line(traces)}"
             yield rows_html(traces), gr.skip(), LOOK_FOR + lesson.look(pair, traces)
             return

@@ -123,7 +123,7 @@ def read_link(params, linked_by_tab):
     """(the tab's Linked, {field: value}, whether to run, [one sentence per bad value]) from query parameters.
     Fields the tab has no control for are ignored; unknown names and bad values are reported."""
     params, errors = dict(params), []
-    known = ("tab", "run") + FIELDS + tuple(dict.fromkeys(n for l in linked_by_tab.values() for n in l.parsers))
+    known = tuple(dict.fromkeys(("tab", "run") + FIELDS + tuple(n for l in linked_by_tab.values() for n in l.parsers)))
     for name in [n for n in params if n not in known]:
         errors.append(f"the link's {shown(name)} is not a setting; a link may set {', '.join(known)}")
         params.pop(name)
@@ -135,7 +135,7 @@ def read_link(params, linked_by_tab):
     if run not in ("0", "1"):
         errors.append(f"run must be 1 (run the view) or 0, got {shown(run)}")
     linked, values = linked_by_tab[tab], {}
-    for name in FIELDS + tuple(linked.parsers):  # rule before alpha: alpha is checked against the link's rule
+    for name in dict.fromkeys(FIELDS + tuple(linked.parsers)):  # rule before alpha: alpha is checked against the link's rule
         if name in params and name in linked.defaults:
             try:
                 values[name] = checked(name, params[name], linked, values)

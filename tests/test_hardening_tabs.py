@@ -106,7 +106,7 @@ def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value
 def test_a_crafted_click_on_a_token_changes_nothing(data):
     run = run_to_end(ExploreHandlers(PairCache(), "tiny")).run
     assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, data)) == (gr.skip(), gr.skip())
-    assert CompareHandlers.open_row([run.trace], "model", gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 10
+    assert CompareHandlers.open_row([(None, run.trace)], gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 10
 
 
 @pytest.mark.parametrize("line", ['{"rule": "v3", "alpha": ' + HUGE + ', "prompt_id": "0"}',
@@ -146,10 +146,10 @@ def test_a_request_has_one_token_budget():
     assert tokens == (6 + 1) * 32  # six alphas and the pilot
     assert rules == ["v3"]  # a rule named many times runs once
     with pytest.raises(ValueError, match=r"rows 1 and 3 are the same run \(v3 alpha 0.5\)"):
-        compare.settings("Hi", "model", [("v3", 0.5), ("chow", 0.5), ("v3", 0.5)], 4, 1.0, 0, 8)
+        compare.rows("Hi", "model", [("v3", 0.5), ("chow", 0.5), ("v3", 0.5)], 4, 1.0, 0, 8)
     with pytest.raises(ValueError, match=r"rows 1 and 2 are the same run \(lossless\)"):
-        compare.settings("Hi", "model", [("lossless", 0.0), ("lossless", 0.7)], 4, 1.0, 0, 8)
-    assert len(compare.settings("Hi", "model", [(r, 0.5) for r in ("v1", "v2", "v3", "chow", "opt", "diff")], 4, 1.0, 0,
+        compare.rows("Hi", "model", [("lossless", 0.0), ("lossless", 0.7)], 4, 1.0, 0, 8)
+    assert len(compare.rows("Hi", "model", [(r, 0.5) for r in ("v1", "v2", "v3", "chow", "opt", "diff")], 4, 1.0, 0,
                                 1024)) == 6  # Compare's largest call fits the budget
 
 

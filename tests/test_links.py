@@ -4,6 +4,7 @@ from urllib.parse import parse_qsl, urlsplit
 import gradio as gr
 import pytest
 
+from app.compare import compare_linked
 from app.learn import LESSONS, LOOK_FOR, LearnHandlers, learn_linked
 from app.links import Linked, link_to, read_link, restore_outputs, restored, view_class
 from app.pairs import PairCache
@@ -23,7 +24,8 @@ def linked():
                       temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0), max_new_tokens=gr.Slider(1, 1024, value=64))
         explore = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
                          fields=fields, rule_text=gr.Markdown())
-        others = [sandbox_linked(), learn_linked(), tradeoff_linked("model"), strategies_linked("model")]
+        others = [sandbox_linked(), learn_linked(), tradeoff_linked("model"), strategies_linked("model"),
+                  compare_linked("model")]
         for other in others:
             other.view = gr.State(None)
     return [explore, *others]
@@ -63,11 +65,20 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
     (dict(run="yes"), "run must be 1 (run the view) or 0, got 'yes'", {}),
     (dict(draft="eagle"), "draft must be model (the draft model) or head (the EAGLE-3 head), got 'eagle'", {}),
     (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, draft, rule, alpha, gamma, "
-                        "temperature, seed, max_new_tokens, step, tokens, q, p, rules, alphas, threshold", {}),
+                        "temperature, seed, max_new_tokens, step, tokens, q, p, rules, alphas, threshold, rows", {}),
 ])
 def test_a_bad_value_is_one_sentence_and_the_rest_of_the_link_applies(linked, params, message, kept):
     _, values, _, errors = read_link(dict(params, seed="9"), by_tab(linked))
     assert errors == [message] and values == dict(kept, seed=9)
+
+
+def test_compare_links_may_ask_for_each_draft_and_only_there(linked):
+    assert read_link(dict(tab="compare", draft="each"), by_tab(linked))[1:] == (dict(draft="each"), False, [])
+    _, values, _, errors = read_link(dict(tab="compare", draft="both", seed="3"), by_tab(linked))
+    assert values == dict(seed=3) and errors == ["draft must be model (the draft model), head (the EAGLE-3 head) or "
+                                                 "each (every row with each), got 'both'"]
+    assert read_link(dict(tab="explore", draft="each"), by_tab(linked))[3] == [
+        "draft must be model (the draft model) or head (the EAGLE-3 head), got 'each'"]
 
 
 def test_a_long_list_of_bad_names_makes_a_short_message(linked):

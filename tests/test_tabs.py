@@ -74,6 +74,29 @@ def test_compare_with_a_head_runs_every_row_but_draft_only_and_says_why(client, 
         list(CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, 0.25, "draft", 0.0))
 
 
+def test_compare_with_each_draft_runs_every_row_with_both_side_by_side(client):
+    rows = [{"rule": "v3", "alpha": 0.5}, {"rule": "draft"}]
+    traces = strict(client.predict(prompt="The cat", rows=rows, draft="each", gamma=3, max_new_tokens=8,
+                                   api_name="/compare"))
+    assert [(t["settings"]["rule"] if "settings" in t else t["rule"], t["draft"]) for t in traces] == [
+        ("v3", "model"), ("v3", "head"), ("draft", "model"), ("draft", "head")]
+    assert "skipped" in traces[3] and "skipped" not in traces[2]
+    for t in traces[:3]:  # each row is its solo run on its own draft
+        solo = generate(load_pair("tiny", draft=t["draft"]), "The cat", rule=t["settings"]["rule"],
+                        alpha=t["settings"]["alpha"], gamma=3, temperature=0.7, max_new_tokens=8)
+        assert t["tokens"] == solo.tokens and t["sources"] == solo.sources
+    cells = ["v3", 0.5, "lossless", 0.0, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
+    *_, (runs, html, stats, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "each", 3, 1.0, 0, 8, 0.25,
+                                                                                 *cells)
+    assert status == "Done: 4 rows." and "| v3 alpha 0.5, head draft |" in stats
+    assert [row.name for row, _ in runs] == ["v3 alpha 0.5, model draft", "v3 alpha 0.5, head draft",
+                                             "lossless, model draft", "lossless, head draft"]
+    assert CompareHandlers.open_row(runs, gr.EventData(None, {"row": 1}))[:3] == ["Hello", "head", "v3"]
+    with pytest.raises(ValueError, match="rows and max_new_tokens ask for 8 runs x 1000"):
+        CompareHandlers(PairCache(), "tiny").rows("Hi", "each", [("v3", 0.1), ("v3", 0.2), ("v3", 0.3), ("v3", 0.4)],
+                                                  3, 1.0, 0, 1000)
+
+
 def test_strategies_with_a_head_say_which_need_the_draft_alone_and_run_the_rest(client):
     lanes = strict(client.predict(prompt="The cat", draft="head", gamma=3, max_new_tokens=12, api_name="/strategies"))
     assert [lane["name"] for lane in lanes] == ["cascade", "speculative decoding", "speculative cascade",
@@ -120,12 +143,13 @@ def test_compare_streams_rows_and_opens_one_in_explore(tiny):
     handlers = CompareHandlers(PairCache(), "tiny")
     cells = ["v3", 0.5, "chow", 0.3, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
     views = list(handlers.run("Hello", "model", 4, 1.0, 0, 20, 0.25, *cells))
-    traces, rows_html, stats, status = views[-1]
+    runs, rows_html, stats, status = views[-1]
+    traces = [trace for _, trace in runs]
     assert status == "Done: 2 rows."
     assert [t.tokens for t in traces] == [generate(tiny, "Hello", rule=r, alpha=a, seed=0, max_new_tokens=20).tokens
                                           for r, a in (("v3", 0.5), ("chow", 0.3))]
     assert "| chow alpha 0.3 |" in stats
-    opened = CompareHandlers.open_row(traces, "model", gr.EventData(None, {"row": 1}))
+    opened = CompareHandlers.open_row(runs, gr.EventData(None, {"row": 1}))
     assert opened[:3] == ["Hello", "model", "chow"] and opened[3]["value"] == 0.3
     assert opened[-1].selected == "explore"
     html = [v[1] for v in views if isinstance(v[1], str)][-1]
