@@ -1,6 +1,7 @@
 """The README's screenshots of the explorer on the bundled pair: a run with a hover card, alpha moved (greyed
-tokens that will change), the inspector, the "How to read this" panel, and each teaching tab (Compare, Trade-off,
-the Sandbox loaded from the run's inspected token, Strategies, a lesson of Learn).
+tokens that will change), the inspector, the "How to read this" panel, and each teaching tab (Compare with each
+draft side by side, opened by a link, Trade-off, the Sandbox loaded from the run's inspected token, Strategies, a
+lesson of Learn).
 
     HF_HUB_OFFLINE=1 python bench/screenshots.py [--out docs/screenshots]
     python bench/screenshots.py --sweep-report runs/bundled-default/report.html   # a sweep's figures
@@ -8,6 +9,7 @@ the Sandbox loaded from the run's inspected token, Strategies, a lesson of Learn
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -16,6 +18,7 @@ from app.pairs import PairCache  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa: E402
 
 PROMPT = "Explain in two sentences why the sky is blue."
+COMPARE_LINK = dict(tab="compare", prompt=PROMPT, draft="each", rows="lossless,v3:0.5,chow:0.5", run="1")
 
 
 def run_tab(page, out, tab, name):
@@ -30,10 +33,17 @@ def run_tab(page, out, tab, name):
     page.screenshot(path=out / f"bundled-{name}.png", full_page=True)
 
 
+def shoot_compare_link(page, out, url):
+    """Compare opened by a link: three rules, each with the draft model and with the head."""
+    page.goto(f"{url}?{urlencode(COMPARE_LINK)}")
+    page.wait_for_function("() => document.querySelector('#compare-status')?.innerText.startsWith('Done')",
+                           timeout=600000)
+    page.screenshot(path=out / "bundled-compare.png", full_page=True)
+
+
 def shoot_tabs(page, out, position):
-    """One screenshot per teaching tab, each run with its defaults on the same prompt; the sandbox holds q and p of
-    the run's token at position."""
-    run_tab(page, out, "Compare", "compare")
+    """One screenshot per teaching tab but Compare, each run with its defaults on the same prompt; the sandbox holds
+    q and p of the run's token at position."""
     run_tab(page, out, "Trade-off", "tradeoff")
     page.click("button[role=tab]:has-text('Sandbox')")
     page.fill("#sandbox-position input", str(position))
@@ -113,6 +123,7 @@ def main():
             page.wait_for_timeout(500)
             page.locator("#how-to-read").screenshot(path=out / "how-to-read.png")
             shoot_tabs(page, out, flip)
+            shoot_compare_link(page, out, url)
             browser.close()
     finally:
         demo.close()

@@ -1,5 +1,6 @@
 """Benchmarks of the teaching tabs: Compare (4 rows x 64 tokens: first tokens on screen, total), Trade-off (one
-prompt x 4 rules x 6 alphas, with and without prefix sharing) and the Sandbox (a slider move: server-side and in
+prompt x 4 rules x 6 alphas, with and without prefix sharing), Strategies (each lane's seconds at the page's defaults,
+with each draft: which finishes first) and the Sandbox (a slider move: server-side and in
 chromium until the plot has changed). Prints markdown rows for docs/app-benchmarks.md.
 
     HF_HUB_OFFLINE=1 python bench/tabs_bench.py [--pair bundled] [--repeats 3] [--skip-browser]
@@ -14,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.compare import CompareHandlers, preset_cells  # noqa: E402
 from app.pairs import PairCache  # noqa: E402
 from app.sandbox import START, SandboxHandlers  # noqa: E402
+from app.strategies import DEFAULTS as STRATEGIES_DEFAULTS, StrategiesHandlers  # noqa: E402
 from app.tradeoff import TradeoffHandlers  # noqa: E402
 from bench.measure import bench_arguments  # noqa: E402
 from bench.server import app_process  # noqa: E402
@@ -63,6 +65,20 @@ def bench_frontier(pairs, pair_name, max_new_tokens):
         results[share] = (time.perf_counter() - start, len(rows), sum(r["tokens"] for r in rows),
                           sum(r["generated_tokens"] for r in rows))
     return results
+
+
+def bench_strategies(pairs, pair_name, draft, repeats):
+    """{lane: median seconds} of the Strategies tab's run at its defaults on PROMPT with ``draft`` (lanes the draft
+    cannot run left out), each lane timed call by call as the page draws it."""
+    handlers, d = StrategiesHandlers(pairs, pair_name), STRATEGIES_DEFAULTS
+    seconds = {}
+    for _ in range(repeats):
+        s, threshold = handlers.settings(PROMPT, draft, d["rule"], d["alpha"], d["threshold"], d["gamma"],
+                                         d["temperature"], d["seed"], d["max_new_tokens"])
+        for lane in finish(handlers.lane_steps(s, threshold)):
+            if lane["totals"]:
+                seconds.setdefault(lane["name"], []).append(lane["totals"]["seconds"])
+    return {name: statistics.median(values) for name, values in seconds.items()}
 
 
 def bench_sandbox_server(repeats):
@@ -115,6 +131,13 @@ def main():
         print(f"| Trade-off, {args.pair}, 1 prompt x {', '.join(FRONTIER_RULES)} x auto:6 alphas x "
               f"{args.frontier_tokens} tokens, prefix sharing {'on' if share else 'off'}: {runs} runs, {tokens} tokens "
               f"in them, {generated} generated (pilot included in the time) | {seconds:.1f} s | |")
+    d = STRATEGIES_DEFAULTS
+    for draft in ("head", "model"):
+        lanes = bench_strategies(pairs, args.pair, draft, args.repeats)
+        first = min(lanes, key=lanes.get)
+        print(f"| Strategies, {args.pair} with the {draft} draft, {d['rule']} {d['alpha']:g}, gamma auto, "
+              f"T {d['temperature']:g}, {d['max_new_tokens']} tokens: "
+              + ", ".join(f"{name} {value:.2f} s" for name, value in lanes.items()) + f" | first: {first} | |")
 
 
 if __name__ == "__main__":
