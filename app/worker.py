@@ -1,5 +1,5 @@
-"""All of the app's model work on one long-lived thread, with one core left to the server, shared between calls by
-stride scheduling.
+"""All of the app's model work on one long-lived thread, with one core left to the server; every generation on it
+decodes in the running batch of its pair and gamma, which concurrent calls share.
 
 torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio runs each handler on whichever
 worker thread is free: advancing every generation on one thread keeps one pool. And an OpenMP team as wide as
@@ -8,13 +8,15 @@ figures) take one of its cores: measured on a 2-core machine, the /run API took 
 time with two engine threads and 1.14x with one (docs/app-benchmarks.md). Decoding is memory-bound, so the
 engine loses little with one core fewer, and the server gets one.
 
-Calls in the app's generation slots run at the same time, one step (a block) at a time, by stride scheduling
-over the tokens each call may generate: a call's steps are placed at its start on the engine's clock, then one
-``size`` (its tokens asked) apart, and the waiting step placed earliest goes next. Calls of one size take turns;
-a call of 32 tokens beside one of 1024 gets 32 steps for each of the other's, so it runs nearly as if alone, and
-a call that arrives late neither waits for one that came before it nor holds it back. Between two steps of the
-call it just served, the thread gives that call GRACE seconds to ask for its next step (its handler sends the
-previous one on first), so that it is not overtaken in that moment.
+A call's rows join the running batch of their pair and gamma between two blocks and leave it when they finish or
+the call goes (cascade_core.running), so concurrent calls share every forward instead of each making its own. A
+call's step is its next value, after at most one block of its batch. Steps are ordered by stride scheduling over
+the tokens each call may generate (what orders calls in different batches): a call's steps are placed at its start
+on the engine's clock, then one ``size`` (its tokens asked) apart, and the waiting step placed earliest goes next.
+Calls of one size take turns; a call of 32 tokens beside one of 1024 gets 32 steps for each of the other's, and a
+call that arrives late neither waits for one that came before it nor holds it back. Between two steps of the call
+it just served, the thread gives that call GRACE seconds to ask for its next step (its handler sends the previous
+one on first), so that it is not overtaken in that moment.
 """
 import itertools
 import math
@@ -25,6 +27,8 @@ from concurrent.futures import Future
 from operator import itemgetter
 
 import torch
+
+from cascade_core.running import shared_batches
 
 GRACE = 0.05
 
@@ -100,6 +104,10 @@ class EngineThread:
 
     def _serve(self):
         torch.set_num_threads(engine_threads())
+        with shared_batches():  # every call's rows decode in the running batch of their pair and gamma
+            self._run_steps()
+
+    def _run_steps(self):
         last = None
         while True:
             place, _, future, fn, args, call, stride = self._next(last)

@@ -8,6 +8,8 @@ at position j both caches forget the row's slots back to ``[.., last, x_0 .. x_{
 are one forward per step and all rows' verifications one forward per block (cached.py keeps rows of different
 lengths apart); every number a row uses is its own, so its tokens are its solo run's.
 """
+import statistics
+import threading
 import time
 
 import torch
@@ -15,13 +17,17 @@ import torch
 from .cached import CachedModel, finite
 from .costs import best_gamma
 from .head import HeadDraft, check_alone, reads_target
-from .prices import block_prices, measure_prices
+from .prices import CONTEXT, block_prices, measure_prices
 from .rules import RULES, Distributions, get_rule
 from .sampling import DRAFT, position_uniforms, sample_inverse_cdf, untempered_and_tempered, verify
 from .settings import AUTO, AUTO_GAMMAS, MAX_BATCH_ROWS, check_prompt, check_rows, check_settings, check_stopping
 from .trace import Block, Detokenizer, Trace, source_under
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
+# A thread whose ``batches`` is set (running.share_batches) decodes every generation in the running batch of its
+# pair and gamma, which the thread's other generations share; elsewhere each generation has a batch of its own.
+SHARING = threading.local()
+OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices
 
 
 def encode_prompt(tokenizer, prompt, chat=True):
@@ -84,16 +90,18 @@ class Row:
 
 
 class Batch:
-    """The state of a batch of rows: both cached models over the rows still running, and the shared gamma (a
-    number, or "auto": each block's, chosen by the cost model from the measured prices and the acceptance so far)."""
+    """The state of a batch of rows: both cached models over the rows still running, and the gamma (a number, or
+    "auto": each row's block by block, chosen by the cost model from the measured prices and the row's acceptance
+    so far)."""
 
     def __init__(self, pair, rows, gamma):
         self.pair, self.rows, self.gamma = pair, rows, gamma
-        self.overhead = None  # the engine's own seconds per block beyond the model calls (a running mean)
+        self.overhead = None  # the engine's own seconds in the last block beyond the model calls
         compiled = pair.compiled or {}
         longest = max(AUTO_GAMMAS) if gamma == AUTO else gamma
         if gamma == AUTO:  # measured now (once per pair), so that no row's clock counts it
             measure_prices(pair, AUTO_GAMMAS)
+            measure_overhead(pair)
         length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + longest + 1
         verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
         counters = [r.counters for r in rows]
@@ -139,10 +147,11 @@ class Batch:
         5. each row hands its block to its trace.
 
         Returns the rows that finished (they have left the batch)."""
-        rows, gamma = self.rows, self.block_gamma()
+        rows = self.rows
+        gammas = [self.block_gamma(r) for r in rows]
         started, in_calls = time.perf_counter(), self.target.seconds + self.draft.seconds
         uniforms = [position_uniforms(r.seed, range(len(r.trace.positions), len(r.trace.positions) +
-                                                    r.block_length(gamma))) for r in rows]
+                                                    r.block_length(gamma))) for r, gamma in zip(rows, gammas)]
         drafted = propose(self.draft, rows, [len(u) if r.uses_draft else 0 for r, u in zip(rows, uniforms)],
                           uniforms)  # 1
         needs = [needs_target(r, d) for r, d in zip(rows, drafted)]
@@ -167,32 +176,54 @@ class Batch:
             row.last = row.trace.tokens[-1]
             if block.accept_prob is not None and not row.sequential:
                 row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
-                row.counters.setdefault("gammas", []).append(gamma)
+                row.counters.setdefault("gammas", []).append(gammas[i])
             row.counters["wall_seconds"] = time.perf_counter() - row.started
-        beyond = time.perf_counter() - started - (self.target.seconds + self.draft.seconds - in_calls)
-        self.overhead = beyond if self.overhead is None else 0.8 * self.overhead + 0.2 * beyond
+        self.overhead = time.perf_counter() - started - (self.target.seconds + self.draft.seconds - in_calls)
         return self.drop_finished()
 
-    def block_gamma(self):
-        """This block's gamma: the fixed one, or (gamma "auto") the one of the highest priced speed-up at the
-        acceptance the batch's rows have shown so far (the mean acceptance probability of their proposals, from a
-        prior of PRIOR_ACCEPTANCE), its blocks priced with the pair's measured calls and the engine's own time per
-        block measured so far. The tokens do not depend on it: randomness is keyed by position."""
+    def block_gamma(self, row):
+        """A row's gamma for this block: the fixed one, or (gamma "auto") the one of the highest priced speed-up at
+        the acceptance the row has shown so far (the mean acceptance probability of its proposals, from a prior of
+        PRIOR_ACCEPTANCE), its blocks priced with the pair's measured calls and engine time per block. These are
+        measured once per pair, so a row's choices depend on its own tokens alone, not on the rows beside it nor on
+        the clock: a draft model's tokens do not depend on gamma (randomness is keyed by position), but a head's q
+        does (its first step of a block reads the target's features), and the same run must give the same text on
+        a busy server."""
         if self.gamma != AUTO:
             return self.gamma
-        total, count = (sum(r.accepted[i] for r in self.rows) for i in (0, 1))
-        acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + total) / (PRIOR_WEIGHT + count)
-        return best_gamma(acceptance, block_prices(self.pair, self.overhead or 0.0), AUTO_GAMMAS)
+        acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + row.accepted[0]) / (PRIOR_WEIGHT + row.accepted[1])
+        return best_gamma(acceptance, block_prices(self.pair, self.pair.prices[OVERHEAD]), AUTO_GAMMAS)
 
     def drop_finished(self):
         """Rows that finished leave both caches; returns them."""
-        going = [i for i, row in enumerate(self.rows) if not row.trace.finished]
         finished = [row for row in self.rows if row.trace.finished]
+        self.leave(finished)
+        return finished
+
+    def leave(self, rows):
+        """These rows leave both caches (finished, or their caller gone)."""
+        going = [i for i, row in enumerate(self.rows) if row not in rows]
         for model in (self.target, self.draft):
             model.keep_rows(going)
             model.settle()
         self.rows = [self.rows[i] for i in going]
-        return finished
+
+
+def measure_overhead(pair, blocks=8, gamma=4):
+    """The engine's own seconds per block beyond the model calls (the draws, the rule, the trace), measured once per
+    pair on a solo run of ``blocks`` blocks (a 64-token context, as prices.py's calls) and kept with its prices."""
+    if OVERHEAD in pair.prices:
+        return
+    row = start_row(pair, gamma, prompt_ids=list(range(1, CONTEXT + 1)), max_new_tokens=blocks * (gamma + 1),
+                    stop_at_eos=False)
+    with torch.inference_mode():
+        batch = Batch(pair, [row], gamma)
+        batch.prefill()
+        seconds = []
+        for _ in range(blocks):
+            batch.step()
+            seconds.append(batch.overhead)
+    pair.prices[OVERHEAD] = statistics.median(seconds[1:])
 
 
 def propose(draft, rows, lengths, uniforms):
@@ -347,7 +378,11 @@ def stream_batch(pair, rows, *, gamma=4):
 def decode(pair, rows, gamma, successor=lambda row: None):
     """The block loop over a batch of started rows: yields the rows that took each block, after it (at least one
     value, ``[]`` when nothing was left to run). When a row finishes, ``successor(row)`` may return a started row
-    that joins the batch before the next block (a lane's next run)."""
+    that joins the batch before the next block (a lane's next run). On a thread that shares batches (SHARING), the
+    rows join its running batch of this pair and gamma instead (running.py)."""
+    shared = getattr(SHARING, "batches", None)
+    if shared is not None and not pair.compiled:
+        return (yield from shared.decode(pair, rows, gamma, successor))
 
     def runnable(candidates):
         going = []

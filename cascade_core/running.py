@@ -1,0 +1,147 @@
+"""Continuous batching: the generations of one thread share a running batch per pair and gamma.
+
+A server that decodes for many callers on one thread (the app's engine thread) runs them inside
+``shared_batches()`` there. Meanwhile ``engine.decode`` on that thread does not make a batch of its own: its rows join the running
+batch of their pair and gamma between two blocks (waiting while the batch holds ``width`` rows), take every block
+the batch takes, and leave it when they finish or when their caller closes its generator (Stop, a client gone).
+A caller's decode, when advanced, makes the batch take its next block unless the batch already took one since the
+caller last looked, so the batch takes one block per round of its callers, and a caller who reads slowly finds its
+rows further on. Every number a row uses is its own (the batched engine's invariant, gamma "auto" chosen per row),
+so a row's tokens, sources and counts are its solo run's whoever else is decoding.
+"""
+from contextlib import contextmanager
+
+import torch
+
+from .engine import SHARING, Batch
+from .settings import MAX_BATCH_ROWS
+
+
+@contextmanager
+def shared_batches(width=MAX_BATCH_ROWS):
+    """Within it, this thread's generations share running batches of at most ``width`` rows (RunningBatches)."""
+    before = getattr(SHARING, "batches", None)
+    SHARING.batches = RunningBatches(width)
+    try:
+        yield SHARING.batches
+    finally:
+        SHARING.batches = before
+
+
+class RunningBatches:
+    """The running batch of each (pair, gamma) that has rows; a batch with none left is dropped (and the pair's
+    caches with it)."""
+
+    def __init__(self, width):
+        self.width, self.running = width, {}
+
+    def decode(self, pair, rows, gamma, successor):
+        key = (id(pair), gamma)
+        if key not in self.running:
+            self.running[key] = RunningBatch(pair, gamma, self.width)
+        batch = self.running[key]
+        try:
+            return (yield from batch.decode(rows, successor))
+        finally:
+            if batch.empty and self.running.get(key) is batch:
+                del self.running[key]
+
+    def rows(self):
+        """How many rows are decoding and waiting, in all running batches."""
+        return sum(len(batch.rows) + len(batch.waiting) for batch in self.running.values())
+
+
+class Caller:
+    """One decode's share of a running batch: its successor (what a finished row hands over to)."""
+
+    def __init__(self, successor):
+        self.successor = successor
+
+
+class RunningBatch:
+    """A batch that rows join and leave between blocks; ``blocks`` counts the blocks it has taken."""
+
+    def __init__(self, pair, gamma, width):
+        self.pair, self.gamma, self.width = pair, gamma, width
+        self.batch = None  # engine.Batch over the rows decoding now
+        self.waiting = []  # started rows waiting for room
+        self.callers = {}  # row (decoding or waiting) -> its Caller
+        self.blocks = 0
+
+    @property
+    def rows(self):
+        return self.batch.rows if self.batch is not None else []
+
+    @property
+    def empty(self):
+        return not self.callers
+
+    def decode(self, rows, successor):
+        """engine.decode's contract for one caller's rows: yields the caller's rows that took each block, after
+        it; returns when none is left."""
+        caller = Caller(successor)
+        try:
+            self._hand_over(caller, rows)
+            self._fill()
+            if not self._holds(caller):
+                yield []
+                return
+            last = self.blocks
+            while self._holds(caller):
+                took = self._decoding(caller)
+                if last == self.blocks:  # nobody moved the batch since this caller looked: its next block
+                    self._step()
+                last = self.blocks
+                yield took
+        finally:  # finished, or closed by its caller: its rows leave (a finished row has left already)
+            gone = [row for row, owner in self.callers.items() if owner is caller]
+            if gone:
+                self.waiting = [row for row in self.waiting if row not in gone]
+                if self.batch is not None:
+                    self.batch.leave(gone)
+                for row in gone:
+                    del self.callers[row]
+
+    def _decoding(self, caller):
+        return [row for row in self.rows if self.callers.get(row) is caller]
+
+    def _holds(self, caller):
+        """Whether any row of ``caller`` is decoding or waiting."""
+        return any(owner is caller for owner in self.callers.values())
+
+    def _hand_over(self, caller, rows):
+        """Rows of ``caller`` wait to join; a finished one hands over to its successor's next row."""
+        for row in rows:
+            while row is not None and row.trace.finished:
+                row = caller.successor(row)
+            if row is not None:
+                self.callers[row] = caller
+                self.waiting.append(row)
+
+    def _finished(self, rows):
+        for row in rows:
+            caller = self.callers.pop(row)
+            self._hand_over(caller, [caller.successor(row)])
+
+    def _fill(self):
+        """Waiting rows join while the batch has room (a fresh batch when it has no rows); rows whose prefill
+        failed hand over to their successors, who wait in turn."""
+        while self.waiting and len(self.rows) < self.width:
+            room = self.width - len(self.rows)
+            joining, self.waiting = self.waiting[:room], self.waiting[room:]
+            with torch.inference_mode():  # around each model call, never across a yield (engine.decode says why)
+                if not self.rows:
+                    self.batch = Batch(self.pair, joining, self.gamma)
+                    failed = self.batch.prefill()
+                else:
+                    failed = self.batch.join(joining)
+            self._finished(failed)
+
+    def _step(self):
+        """One block for every row in the batch; finished rows leave and their successors and waiting rows join."""
+        if self.rows:
+            with torch.inference_mode():
+                finished = self.batch.step()
+            self._finished(finished)
+        self.blocks += 1
+        self._fill()

@@ -1,0 +1,112 @@
+"""Continuous batching (cascade_core.running): generations on one thread share a running batch, join and leave it
+between blocks, and each one's tokens, sources and counts are its solo run's (float64)."""
+import pytest
+import torch
+
+from cascade_core import finish, generate, stream, stream_batch, stream_lanes
+from cascade_core.models import tiny_pair
+from cascade_core.running import shared_batches
+from cascade_core.strategies import strategy_steps
+
+COUNTS = ("target_calls", "draft_calls")
+RUNS = [("The cat", "v3", 0.5, 0, 40), ("Once upon a time", "chow", 0.3, 1, 12), ("2 plus 3 is", "lossless", 0.0, 2, 30),
+        ("x", "opt", 0.2, 3, 25), ("Hello", "target", 0.0, 4, 9), ("Tell me", "diff", 0.1, 5, 33)]
+
+
+@pytest.fixture(scope="module")
+def head64():
+    return tiny_pair(dtype=torch.float64, draft_kind="head")
+
+
+def same_as_solo(pair, trace, prompt, rule, alpha, seed, tokens, gamma):
+    solo = generate(pair, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+    assert trace.tokens == solo.tokens and trace.sources == solo.sources, (rule, prompt)
+    assert [trace.counters[k] for k in COUNTS] == [solo.counters[k] for k in COUNTS], (rule, prompt)
+    assert trace.counters.get("gammas") == solo.counters.get("gammas")
+
+
+def interleaved(generations, start_at, close_at=None):
+    """Advance the generations round by round; generation i starts in round start_at[i] (joining the running batch
+    late) and, where close_at gives a round, is closed then (its caller gone). Returns each one's last value."""
+    close_at, last, running, round_ = close_at or {}, {}, {}, 0
+    while len(last) < len(generations):
+        for i, steps in enumerate(generations):
+            if i in last or start_at[i] > round_:
+                continue
+            if close_at.get(i) == round_:
+                steps.close()
+                last[i] = None
+                continue
+            try:
+                running[i] = next(steps)
+            except StopIteration as end:
+                last[i] = end.value
+        round_ += 1
+    return [last[i] for i in range(len(generations))]
+
+
+@pytest.mark.parametrize("gamma", [3, "auto"])
+@pytest.mark.parametrize("draft", ["model", "head"])
+def test_generations_that_join_and_leave_a_running_batch_equal_their_solo_runs(tiny64, head64, draft, gamma):
+    pair = tiny64 if draft == "model" else head64
+    with shared_batches() as batches:
+        generations = [stream(pair, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+                       for prompt, rule, alpha, seed, tokens in RUNS]
+        traces = interleaved(generations, start_at=[0, 0, 2, 5, 5, 9], close_at={1: 3})
+        assert batches.rows() == 0 and not batches.running  # every row left; the empty batch went
+    for trace, run in zip(traces, RUNS):
+        if trace is not None:
+            same_as_solo(pair, trace, *run, gamma)
+    assert traces[1] is None
+
+
+def test_rows_past_the_width_wait_and_join_as_others_finish(tiny64):
+    with shared_batches(width=2) as batches:
+        generations = [stream(tiny64, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
+                       for prompt, rule, alpha, seed, tokens in RUNS]
+        widths = []
+        for steps in generations:
+            next(steps)
+            widths.append(sum(len(b.rows) for b in batches.running.values()))
+        assert max(widths) == 2 and batches.rows() == len(RUNS)
+        traces = [finish(steps) for steps in generations]
+    for trace, run in zip(traces, RUNS):
+        same_as_solo(tiny64, trace, *run, 3)
+
+
+def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
+    """Every kind of generation the app makes (a batch of rows, lanes whose next run resumes the previous one, the
+    strategies' runs one after another) decodes in the shared batch beside the others, each equal to its solo run."""
+    rows = [dict(prompt=p, rule=r, alpha=a, seed=s, max_new_tokens=n) for p, r, a, s, n in RUNS[:3]]
+
+    def lane(prompt, alphas):
+        previous, traces = None, []
+        for alpha in alphas:
+            settings = dict(rule="v3", alpha=alpha, seed=7, max_new_tokens=20)
+            if previous is None:
+                trace = yield dict(prompt=prompt, **settings)
+            else:
+                _, k = previous.recolour("v3", alpha)
+                trace = yield dict(resume=(previous, len(previous.positions) if k is None else k), **settings)
+            traces.append(trace)
+            previous = trace
+        return traces
+
+    with shared_batches():
+        generations = [stream_batch(tiny64, rows, gamma=3),
+                       stream_lanes(tiny64, [lane("The cat", [0.2, 0.6]), lane("Once", [0.3, 0.9])], gamma=3, width=1),
+                       strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, gamma=3, temperature=1.0, seed=0,
+                                      max_new_tokens=10),
+                       stream(tiny64, "Why", rule="chow", alpha=0.4, seed=9, max_new_tokens=30, gamma=3)]
+        batch, lanes, strategies, alone = interleaved(generations, start_at=[0, 1, 2, 3])
+    for trace, run in zip(batch, RUNS[:3]):
+        same_as_solo(tiny64, trace, *run, 3)
+    for prompt, alphas, traces in (("The cat", [0.2, 0.6], lanes[0]), ("Once", [0.3, 0.9], lanes[1])):
+        for alpha, trace in zip(alphas, traces):
+            assert trace.tokens == generate(tiny64, prompt, rule="v3", alpha=alpha, seed=7, max_new_tokens=20,
+                                            gamma=3).tokens
+    names = [lane["name"] for lane in strategies if lane["totals"]]
+    assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
+    solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=10, gamma=3)
+    assert [lane["text"] for lane in strategies][2:] == [solo.text, solo.text]
+    same_as_solo(tiny64, alone, "Why", "chow", 0.4, 9, 30, 3)
