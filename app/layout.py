@@ -55,7 +55,8 @@ def build_app(pair_spec=None, public=None, pairs=None):
         gr.api(handlers.api_run, api_name="run", **API)
         gr.api(compare.api_compare, api_name="compare", **API)
         gr.api(tradeoff.api_frontier, api_name="frontier", **API)
-        gr.api(sandbox.api_sandbox, api_name="sandbox", concurrency_limit=None)
+        # no model: outside the queue, so that it answers even while the queue is full
+        gr.api(sandbox.api_sandbox, api_name="sandbox", concurrency_limit=None, queue=False)
         gr.api(strategies.api_strategies, api_name="strategies", **API)
         gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* model "
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "

@@ -86,7 +86,8 @@ class CachedModel:
                              "batches do not mask yet; run its rows one at a time")
         self.valid = torch.zeros(len(self.counters), 0, dtype=torch.bool, device=model.device)
         self.pending = [[] for _ in self.counters]
-        self.origin = time.perf_counter()
+        # each row's timeline counts from when it joined (a running batch outlives its first rows)
+        self.origins = [time.perf_counter()] * len(self.counters)
         self.seconds = 0.0  # in calls so far (the batch's engine overhead is a block's time beyond them)
 
     @property
@@ -97,7 +98,7 @@ class CachedModel:
         """[role or 'role prefill', start, end] in seconds since the generation began: each row's timeline."""
         end = time.perf_counter()
         for r in rows:
-            self.counters[r].setdefault("timeline", []).append([kind, start - self.origin, end - self.origin])
+            self.counters[r].setdefault("timeline", []).append([kind, start - self.origins[r], end - self.origins[r]])
 
     def prefill(self, sequences, inputs=None):
         """Read each row's sequence (possibly empty; ``inputs[row]``: its more keyword inputs, per slot). A row's
@@ -236,6 +237,7 @@ class CachedModel:
         self.valid = torch.cat([_left_padded(v, v.shape[0], width, v) for v in (self.valid, newcomers.valid)])
         self.pending += newcomers.pending
         self.counters += newcomers.counters
+        self.origins += newcomers.origins
         return errors
 
     def keep_rows(self, rows):
@@ -244,12 +246,13 @@ class CachedModel:
             return
         if not rows:  # every row finished: rows that join later start a fresh cache
             self.cache, self.valid = DynamicCache(config=self.model.config), self.valid[:0, :0]
-            self.pending, self.counters, self.features = [], [], []
+            self.pending, self.counters, self.features, self.origins = [], [], [], []
             return
         self.cache.batch_select_indices(torch.tensor(rows, dtype=torch.long, device=self.valid.device))
         self.valid = self.valid[rows]
         self.pending = [self.pending[r] for r in rows]
         self.counters = [self.counters[r] for r in rows]
+        self.origins = [self.origins[r] for r in rows]
         self.features = [self.features[r] if r < len(self.features) else None for r in rows]
         self._crop_forgotten_tail()
 

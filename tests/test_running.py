@@ -105,6 +105,8 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
         for alpha, trace in zip(alphas, traces):
             assert trace.tokens == generate(tiny64, prompt, rule="v3", alpha=alpha, seed=7, max_new_tokens=20,
                                             gamma=3).tokens
+    for lane in strategies:  # every call on the lane's own clock, though its rows joined a batch already running
+        assert 0 <= lane["calls"][0][1] and max(end for _, _, end in lane["calls"]) <= lane["totals"]["seconds"] + 1e-3
     names = [lane["name"] for lane in strategies if lane["totals"]]
     assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
     solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=10, gamma=3)
