@@ -14,14 +14,12 @@ from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_ou
 from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
 from .pairs import BUNDLED, SEED_PAIR, PairCache, pair_default_draft
 from .sandbox import SandboxHandlers, build_sandbox, sandbox_linked
+from .sessions import PageSessions, keep_pages
 from .strategies import StrategiesHandlers, build_strategies, strategies_linked
 from .tradeoff import TradeoffHandlers, build_tradeoff, tradeoff_linked
 
 QUEUE_SIZE = 24  # calls that may wait for a generation slot (options.GENERATION_SLOTS), beyond those in them
 API = dict(concurrency_id="generate", concurrency_limit=GENERATION_SLOTS)
-# Sessions whose state Gradio keeps (its default is 10,000: every API call is a new session, about 0.4 MB each
-# for this page's config, so memory grew with every call); the least recently used beyond it are dropped.
-SESSION_CAPACITY = 32
 
 
 def on_space():
@@ -109,9 +107,9 @@ def build_app(pair_spec=None, public=None, pairs=None):
         copy.click(None, js=COPY_TAB_ON_SCREEN_JS)
 
         def forget_session(request: gr.Request):
-            """A closed page: free its session's state (its runs) now rather than when the store is full."""
-            if hasattr(demo, "state_holder"):
-                demo.state_holder.session_data.pop(request.session_hash, None)
+            """A closed page: free its session's state (its runs) now rather than when it has been idle for hours."""
+            if isinstance(getattr(demo, "state_holder", None), PageSessions):
+                demo.state_holder.forget(request.session_hash)
 
         demo.unload(forget_session)
     return demo
@@ -119,8 +117,13 @@ def build_app(pair_spec=None, public=None, pairs=None):
 
 def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=False, quiet=False,
            queue_size=QUEUE_SIZE):
-    """Launch with the app's stylesheet (Gradio 6 takes CSS at launch) and a bounded queue: past queue_size
-    waiting runs a new one is refused at once ("Queue is full! Please try again.") instead of waiting minutes."""
-    return demo.queue(default_concurrency_limit=1, max_size=queue_size).launch(
-        server_name=host, server_port=port, share=share, prevent_thread_lock=prevent_thread_lock, quiet=quiet,
-        css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"], state_session_capacity=SESSION_CAPACITY)
+    """Launch with the app's stylesheet (Gradio 6 takes CSS at launch), a bounded queue (past queue_size waiting
+    runs a new one is refused at once, "Queue is full! Please try again.", instead of waiting minutes) and a session
+    store that keeps each open page's state (app.sessions)."""
+    launched = demo.queue(default_concurrency_limit=1, max_size=queue_size).launch(
+        server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet,
+        css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
+    keep_pages(demo)
+    if not prevent_thread_lock:
+        demo.block_thread()
+    return launched

@@ -16,7 +16,7 @@ from app import build_app, launch
 from app.explore import ExploreHandlers
 from app.compare import CompareHandlers
 from app.controls import REQUEST_TOKEN_BUDGET
-from app.layout import SESSION_CAPACITY
+from app.sessions import KEPT_EMPTY
 from app.pairs import PairCache
 from app.sandbox import START, SandboxHandlers
 from app.tradeoff import TradeoffHandlers
@@ -235,9 +235,14 @@ def test_a_long_call_does_not_hold_back_a_short_one(slow_app, api):
     assert beside < alone + 2, (alone, beside)
 
 
-def test_sessions_are_bounded(slow_app):
+def test_sessions_are_bounded_and_a_page_keeps_its_state_through_a_burst_of_calls(slow_app):
+    """Every API call is a session of its own: they go first, and a page that holds state (here: one whose Explore
+    run is kept, as a page's Run leaves it) stays, however many calls pass by (a cap of 32 sessions dropped it)."""
     url, _, demo = slow_app
-    for _ in range(SESSION_CAPACITY + 20):  # each call over the plain HTTP API is a new session
-        event, _ = raw_call(url, "sandbox", body("sandbox"))
+    page = demo.state_holder["an-open-page"]
+    page[next(key for key, block in demo.blocks.items() if isinstance(block, gr.State))] = "its run"
+    for _ in range(KEPT_EMPTY + 30):  # each call over the plain HTTP API is a new session
+        event, _ = raw_call(url, "run", body("run", max_new_tokens="2"))
         assert event == "complete"
-    assert len(demo.state_holder.session_data) <= SESSION_CAPACITY
+    assert len(demo.state_holder.session_data) <= KEPT_EMPTY + 1
+    assert demo.state_holder.session_data.get("an-open-page") is page
