@@ -99,7 +99,7 @@ def beside(url, api, max_new_tokens):
 
 def never_read(url, n):
     """n calls posted over the plain HTTP API whose results nobody ever reads."""
-    body = {"data": [PROMPTS[0], "v3", 0.3, 4, 1.0, 1024, 0]}
+    body = {"data": [PROMPTS[0], "v3", 0.3, 4, 1.0, 1024, 0, ""]}
     for _ in range(n):
         httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10)
 

@@ -169,7 +169,7 @@ def test_stop_says_stopped_and_nothing_streams_after_it(page):
     page.wait_for_timeout(1500)
     assert page.evaluate(STATUS) == stopped and page.locator("#answer .tok").count() == count
     assert stopped.startswith(f"Stopped after {count} tokens") and 0 < count < 1024
-    assert page.locator("#answer .cursor").count() == 0
+    assert page.locator("#answer .tokens.running").count() == 0
     page.click("#stop")
     page.wait_for_function(f"() => ({STATUS})().startsWith('Nothing is running')")
     set_number(page, "#max-new-tokens", 64)

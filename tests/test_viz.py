@@ -190,3 +190,13 @@ def test_stats_and_speedup_markdown(trace):
     assert "At the slider's c = 0.10" in measured and "2.00×" in measured
     assert "gamma auto (mostly 2)" in speedup_markdown(trace.stats, "auto", 0.1, 2.0, prices, 1.25, 2)
     assert "–" in speedup_markdown(trace.stats, 4, 0.1, None, None)
+
+
+def test_a_running_answer_only_grows_so_the_page_streams_what_was_appended():
+    """Gradio sends a streamed text as the part appended to the last one when it begins with it: each block's view
+    of a running answer begins with the one before (the answer is not sent again every block)."""
+    positions = [position(text) for text in ("a", "b", "c", "d")]
+    views = [tokens_html(positions[:k], ["accepted"] * k, "v3", running=True) for k in range(5)]
+    assert all(later.startswith(earlier) for earlier, later in zip(views, views[1:]))
+    done = tokens_html(positions, ["accepted"] * 4, "v3", note="end of text")
+    assert "running" not in done and done.count("<div") == done.count("</div>")

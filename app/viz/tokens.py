@@ -91,9 +91,12 @@ def tokens_html(positions, sources, rule, first_changed=None, running=False, not
             spans.append(token_span(i, pos, source, rule))
     if not positions and not running:
         return '<div class="tokens empty-answer">Run the cascade to see its tokens here.</div>'
-    cursor = '<span class="cursor">▍</span>' if running else ""
+    if running:
+        # Left open (the browser closes it; the cursor is drawn by CSS): each block's view then begins with the last
+        # one's text, and Gradio streams only what was appended, not the whole answer again.
+        return f'<div class="tokens running">{"".join(spans)}'
     footer = f'<div class="tokens-note">{html.escape(note)}</div>' if note else ""
-    return f'<div class="tokens">{"".join(spans)}{cursor}</div>{footer}'
+    return f'<div class="tokens">{"".join(spans)}</div>{footer}'
 
 
 def inspector_html(index=None, pos=None, explanation="", note=""):

@@ -1,0 +1,202 @@
+"""Serving benchmark: the app in its own process (``python app.py``), as users run it, measured side by side with
+the engine in this process. What issue 34 asks of the running batch and the page state:
+
+1. a lone 64-token /run against the same run in-process (rounds alternate; medians);
+2. eight 64-token /run calls (different prompts and rules) one after another, then all posted at once: total
+   seconds, and every answer equal to its solo run; a 16-token call alone, and posted beside the eight;
+3. a 16-token /run alone, and while four /compare calls of 6 rows x 1024 tokens run;
+4. the server's memory (RSS) before and after ``--sessions`` API calls, each a new session;
+5. (chromium, tiny pair) a page that ran Explore and Compare, then ``--calls`` API calls from new sessions and
+   ``--pages`` other pages that each ran Explore: does it still inspect a token, recolour on alpha, re-run, and
+   open a Compare row?
+
+    HF_HUB_OFFLINE=1 python bench/serving_bench.py [--pair bundled] [--rounds 3] [--sessions 500] [--calls 200]
+                                                   [--pages 40] [--skip-browser]
+"""
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from gradio_client import Client  # noqa: E402
+
+from bench.load_test import rss_mb  # noqa: E402
+from bench.server import app_process  # noqa: E402
+from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
+
+PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses of a paperclip.", "Why is the sky blue?"]
+EIGHT = [dict(prompt=PROMPTS[i % 4], rule=rule, alpha=alpha, seed=i, max_new_tokens=64)
+         for i, (rule, alpha) in enumerate([("v3", 0.5), ("chow", 0.5), ("opt", 0.2), ("lossless", 0.0), ("v3", 0.3),
+                                            ("chow", 0.3), ("diff", 0.1), ("v1", 0.2)])]
+SHORT = dict(prompt="Name a colour.", rule="v3", alpha=0.5, seed=0, max_new_tokens=16)
+SIX_ROWS = [{"rule": r, "alpha": a} for r, a in (("chow", 0.5), ("diff", 0.1), ("opt", 0.2), ("v1", 0.2), ("v2", 0.2),
+                                                 ("v3", 0.5))]
+
+
+def run_call(url, args, client=None):
+    """(seconds, answer) of a /run call; ``client``: one made beforehand (making one reads the app's config)."""
+    client = client or Client(url, verbose=False)
+    start = time.perf_counter()
+    answer = json.loads(client.predict(**args, api_name="/run"))
+    return time.perf_counter() - start, answer
+
+
+def together(url, calls):
+    """Every call posted at once (a thread each, its client made beforehand): (seconds until the last answered,
+    answers, each call's seconds)."""
+    results, clients = [None] * len(calls), [Client(url, verbose=False) for _ in calls]
+
+    def one(i):
+        results[i] = run_call(url, calls[i], clients[i])
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, [answer for _, answer in results], [seconds for seconds, _ in results]
+
+
+def lone_run(url, pair, rounds):
+    """Medians of a 64-token /run and of the same run in-process, alternating."""
+    served, local, client = [], [], Client(url, verbose=False)
+    args = dict(EIGHT[0], gamma="auto", temperature=0.7)
+    for _ in range(rounds):
+        served.append(run_call(url, args, client)[0])
+        start = time.perf_counter()
+        generate(pair, **{k: v for k, v in args.items()})
+        local.append(time.perf_counter() - start)
+    return statistics.median(served), statistics.median(local)
+
+
+def eight_calls(url, pair):
+    solo = [generate(pair, gamma="auto", temperature=0.7, **args).tokens for args in EIGHT]
+    client = Client(url, verbose=False)
+    start = time.perf_counter()
+    sequential = [run_call(url, args, client)[1] for args in EIGHT]
+    one_by_one = time.perf_counter() - start
+    alone = run_call(url, SHORT, client)[0]
+    concurrent, answers, seconds = together(url, EIGHT + [SHORT])
+    # beside each other == one after another, in the server; and the server's == this process's solo runs (with a
+    # head and gamma "auto" the blocks follow each process's measured prices, so these may differ where they do)
+    shared = sum(a["tokens"] == b["tokens"] for a, b in zip(answers, sequential))
+    here = sum(a["tokens"] == s for a, s in zip(sequential, solo))
+    return one_by_one, concurrent, (shared, here), alone, seconds[-1]
+
+
+def beside_compare(url):
+    client = Client(url, verbose=False)
+    alone = run_call(url, SHORT, client)[0]
+    jobs = [Client(url, verbose=False).submit(prompt=PROMPTS[i], rows=SIX_ROWS, temperature=1.0, max_new_tokens=1024,
+                                              api_name="/compare") for i in range(4)]
+    time.sleep(5)  # all four are generating
+    beside = run_call(url, SHORT, client)[0]
+    for job in jobs:
+        job.cancel()
+    return alone, beside
+
+
+def sessions_memory(url, pid, n):
+    """RSS before and after n /run calls of one token over the plain HTTP API, each a new session."""
+    body = {"data": ["Hi", "v3", 0.5, "auto", 0.7, 1, 0, ""]}
+    before = rss_mb(pid)
+    for _ in range(n):
+        event_id = httpx.post(f"{url}gradio_api/call/run", json=body, timeout=30).json()["event_id"]
+        httpx.get(f"{url}gradio_api/call/run/{event_id}", timeout=60)
+    return before, rss_mb(pid)
+
+
+def page_keeps_state(calls, pages):
+    """A page's views after a burst of API sessions and other pages, on the tiny pair's app (chromium)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS, set_alpha
+
+    done = "() => document.querySelector('#status')?.innerText.startsWith('Done')"
+    checks = {}
+    with app_process("tiny") as (url, pid), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.fill("#prompt textarea", "Once upon a time")
+        page.click("#run")
+        page.wait_for_function(done, timeout=60000)
+        page.click("button[role=tab]:has-text('Compare')")
+        page.click("#compare-run")
+        page.wait_for_function("() => document.querySelector('#compare-status')?.innerText.startsWith('Done')",
+                               timeout=60000)
+        page.click("button[role=tab]:has-text('Explore')")
+        body = {"data": ["Hi", "v3", 0.5, "auto", 0.7, 1, 0, ""]}
+        for _ in range(calls):
+            event_id = httpx.post(f"{url}gradio_api/call/run", json=body, timeout=30).json()["event_id"]
+            httpx.get(f"{url}gradio_api/call/run/{event_id}", timeout=60)
+        for _ in range(pages):
+            other = browser.new_page()
+            other.goto(url)
+            other.click("#run")
+            other.wait_for_function(done, timeout=60000)
+            other.close()
+        page.click("#answer .tok[data-pos='3']")
+        page.wait_for_timeout(1500)
+        checks["inspector"] = "#3" in page.locator("#inspector-text").inner_text()
+        set_alpha(page, 0.9, "input")
+        page.wait_for_timeout(1500)
+        checks["alpha recolour"] = page.locator("#status").inner_text().startswith("Under v3, alpha = 0.90")
+        page.click("#rerun")
+        page.wait_for_function(done, timeout=60000)
+        checks["re-run"] = page.locator("#status").inner_text().startswith("Done")
+        page.click("button[role=tab]:has-text('Compare')")
+        page.click("#compare-rows .row-label[data-row='1']")
+        page.wait_for_function(done + " && document.querySelector('#tab-explore')?.offsetParent !== null",
+                               timeout=60000)
+        checks["compare row opens"] = page.locator("#tab-explore").is_visible()
+        browser.close()
+    return checks
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", default="bundled")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--pages", type=int, default=40)
+    parser.add_argument("--skip-browser", action="store_true")
+    args = parser.parse_args()
+    print(f"CPU: {cpu_description()}; pair {args.pair}\n")
+    pair = load_pair(args.pair)
+    print("| measurement | value |\n|---|---|")
+    with app_process(args.pair) as (url, pid):
+        run_call(url, SHORT)  # loads and prices the pair in the server
+        served, local = lone_run(url, pair, args.rounds)
+        print(f"| lone 64-token /run (v3 0.5, gamma auto, T 0.7), median of {args.rounds} | {served:.2f} s served, "
+              f"{local:.2f} s in-process: {served / local:.2f}x |")
+        one_by_one, concurrent, (shared, here), alone, short_beside = eight_calls(url, pair)
+        print(f"| eight 64-token /run calls (different prompts and rules), one after another | {one_by_one:.1f} s |")
+        print(f"| … the same eight and a 16-token call posted at once | {concurrent:.1f} s: "
+              f"{concurrent / one_by_one:.2f}x; answers equal to the same calls one after another: {shared} of 8; "
+              f"those equal to this process's solo runs: {here} of 8 |")
+        print(f"| 16-token /run alone / posted beside the eight | {alone:.2f} s / {short_beside:.2f} s |")
+        alone, beside = beside_compare(url)
+        print(f"| 16-token /run alone / while four /compare calls of 6 x 1024 tokens run | {alone:.2f} s / "
+              f"{beside:.2f} s |")
+        before, after = sessions_memory(url, pid, args.sessions)
+        print(f"| server RSS before / after {args.sessions} one-token /run calls, each a new session | "
+              f"{before:.0f} MB / {after:.0f} MB ({after - before:+.0f} MB) |")
+    if not args.skip_browser:
+        checks = page_keeps_state(args.calls, args.pages)
+        print(f"| an open page after {args.calls} API sessions and {args.pages} other pages (tiny pair) | " +
+              ", ".join(f"{name}: {'works' if ok else 'BROKEN'}" for name, ok in checks.items()) + " |")
+
+
+if __name__ == "__main__":
+    main()
