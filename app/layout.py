@@ -15,6 +15,7 @@ from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
 from .pairs import BUNDLED, SEED_PAIR, PairCache, pair_default_draft
 from .sandbox import SandboxHandlers, build_sandbox, sandbox_linked
 from .sessions import PageSessions, keep_pages
+from .worker import ENGINE
 from .strategies import StrategiesHandlers, build_strategies, strategies_linked
 from .tradeoff import TradeoffHandlers, build_tradeoff, tradeoff_linked
 
@@ -124,6 +125,9 @@ def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=F
         server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet,
         css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
     keep_pages(demo)
-    if not prevent_thread_lock:
-        demo.block_thread()
+    if not prevent_thread_lock:  # the main thread has nothing else to do: the engine runs on it
+        try:
+            ENGINE.serve_here() or demo.block_thread()
+        except KeyboardInterrupt:
+            demo.close()
     return launched

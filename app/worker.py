@@ -1,12 +1,15 @@
-"""All of the app's model work on one long-lived thread, with one core left to the server; every generation on it
-decodes in the running batch of its pair and gamma, which concurrent calls share.
+"""All of the app's model work on one long-lived thread (``python app.py``'s main thread, once the server runs),
+with every core; every generation on it decodes in the running batch of its pair and gamma, which concurrent calls
+share.
 
 torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio runs each handler on whichever
-worker thread is free: advancing every generation on one thread keeps one pool. And an OpenMP team as wide as
-the machine stalls at every barrier whenever the server's own threads (its event loop, streaming, JSON,
-figures) take one of its cores: measured on a 2-core machine, the /run API took 1.8x the engine's in-process
-time with two engine threads and 1.14x with one (docs/app-benchmarks.md). Decoding is memory-bound, so the
-engine loses little with one core fewer, and the server gets one.
+worker thread is free: advancing every generation on one thread keeps one pool. Which thread matters: on the 2-core
+Xeon a 1-token product ran 3x slower in a thread's team made after the main thread's (the main thread loads the
+pair), so a lone 64-token /run took 1.45x the engine's in-process time with the engine on a thread of its own and one
+torch thread, 1.67x on the main thread with one, and 1.22x on the main thread with two (bench/serving_bench.py,
+docs/app-benchmarks.md; an earlier measurement that found one engine thread faster had the engine on a thread of
+its own). Where the app is launched without blocking (tests, benchmarks, a ZeroGPU worker), the engine starts a
+thread of its own.
 
 A call's rows join the running batch of their pair and gamma between two blocks and leave it when they finish or
 the call goes (cascade_core.running), so concurrent calls share every forward instead of each making its own. A
@@ -34,8 +37,8 @@ GRACE = 0.05
 
 
 def engine_threads():
-    """Every core this process may use but one, which the server keeps."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
+    """Every core this process may use (measured faster than leaving one to the server: see above)."""
+    return len(os.sched_getaffinity(0))
 
 
 def advance(generator):
@@ -58,6 +61,18 @@ class EngineThread:
             if self._pid != os.getpid():
                 self._pid, self._waiting, self._clock = os.getpid(), [], 0.0
                 threading.Thread(target=self._serve, name="engine", daemon=True).start()
+
+    def serve_here(self):
+        """Serve on the calling thread until interrupted (instead of a thread of its own; False at once where the
+        thread already serves): the main thread of
+        ``python app.py`` once the server runs. torch's OpenMP team belongs to the thread that made it, and the
+        first team in a process is the fast one: on the 2-core Xeon a thread's team made after the main thread's
+        (which loaded the pair) ran a 1-token matmul 3x slower."""
+        with self._ready:
+            if self._pid == os.getpid():  # a call came first and started the thread: it goes on serving
+                return False
+            self._pid, self._waiting, self._clock = os.getpid(), [], 0.0
+        self._serve()
 
     def submit(self, fn, *args, call=None, place=None, stride=0):
         """fn(*args)'s Future, run on the engine thread; ``place`` on the clock (default: now) orders it."""

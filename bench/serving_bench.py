@@ -6,7 +6,9 @@ the engine in this process. What issue 34 asks of the running batch and the page
    seconds, and every answer equal to its solo run; a 16-token call alone, and posted beside the eight;
 3. a 16-token /run alone, and while four /compare calls of 6 rows x 1024 tokens run;
 4. the server's memory (RSS) before and after ``--sessions`` API calls, each a new session;
-5. (chromium, tiny pair) a page that ran Explore and Compare, then ``--calls`` API calls from new sessions and
+5. a 1024-token run through /run, and the same run in the page until "Done" (chromium), with the bytes the page
+   received while it ran;
+6. (chromium, tiny pair) a page that ran Explore and Compare, then ``--calls`` API calls from new sessions and
    ``--pages`` other pages that each ran Explore: does it still inspect a token, recolour on alpha, re-run, and
    open a Compare row?
 
@@ -115,6 +117,32 @@ def sessions_memory(url, pid, n):
     return before, rss_mb(pid)
 
 
+def page_run(url, tokens):
+    """(seconds of a ``tokens``-token /run, seconds of the same run in the page until "Done", MB the page received
+    meanwhile), at the page's defaults."""
+    from playwright.sync_api import sync_playwright
+
+    from bench.app_bench import CLICK_TO_DONE
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS
+
+    args = dict(prompt=PROMPTS[0], rule="v3", alpha=0.5, gamma="auto", temperature=0.7, seed=0, max_new_tokens=tokens)
+    served = run_call(url, args)[0]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector("#run")
+        page.fill("#prompt textarea", PROMPTS[0])
+        page.fill("#max-new-tokens input[type=number]", str(tokens))
+        page.press("#max-new-tokens input[type=number]", "Enter")
+        network, received = page.context.new_cdp_session(page), []
+        network.send("Network.enable")
+        network.on("Network.dataReceived", lambda event: received.append(event["dataLength"]))
+        seconds = page.evaluate(CLICK_TO_DONE)
+        browser.close()
+    return served, seconds, sum(received) / 1e6
+
+
 def page_keeps_state(calls, pages):
     """A page's views after a burst of API sessions and other pages, on the tiny pair's app (chromium)."""
     from playwright.sync_api import sync_playwright
@@ -163,6 +191,9 @@ def page_keeps_state(calls, pages):
     return checks
 
 
+PARTS = ("lone", "eight", "compare", "memory", "page", "state")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", default="bundled")
@@ -170,33 +201,43 @@ def main():
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--pages", type=int, default=40)
-    parser.add_argument("--skip-browser", action="store_true")
+    parser.add_argument("--page-tokens", type=int, default=1024)
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"which to measure, of {', '.join(PARTS)}")
+    parser.add_argument("--skip-browser", action="store_true", help="leave out page and state")
     args = parser.parse_args()
+    parts = set(args.parts.split(",")) - ({"page", "state"} if args.skip_browser else set())
     print(f"CPU: {cpu_description()}; pair {args.pair}\n")
     pair = load_pair(args.pair)
     print("| measurement | value |\n|---|---|")
     with app_process(args.pair) as (url, pid):
         run_call(url, SHORT)  # loads and prices the pair in the server
-        served, local = lone_run(url, pair, args.rounds)
-        print(f"| lone 64-token /run (v3 0.5, gamma auto, T 0.7), median of {args.rounds} | {served:.2f} s served, "
-              f"{local:.2f} s in-process: {served / local:.2f}x |")
-        one_by_one, concurrent, (shared, here), alone, short_beside = eight_calls(url, pair)
-        print(f"| eight 64-token /run calls (different prompts and rules), one after another | {one_by_one:.1f} s |")
-        print(f"| … the same eight and a 16-token call posted at once | {concurrent:.1f} s: "
-              f"{concurrent / one_by_one:.2f}x; answers equal to the same calls one after another: {shared} of 8; "
-              f"those equal to this process's solo runs: {here} of 8 |")
-        print(f"| 16-token /run alone / posted beside the eight | {alone:.2f} s / {short_beside:.2f} s |")
-        alone, beside = beside_compare(url)
-        print(f"| 16-token /run alone / while four /compare calls of 6 x 1024 tokens run | {alone:.2f} s / "
-              f"{beside:.2f} s |")
-        before, after = sessions_memory(url, pid, args.sessions)
-        print(f"| server RSS before / after {args.sessions} one-token /run calls, each a new session | "
-              f"{before:.0f} MB / {after:.0f} MB ({after - before:+.0f} MB) |")
-    if not args.skip_browser:
+        if "lone" in parts:
+            served, local = lone_run(url, pair, args.rounds)
+            print(f"| lone 64-token /run (v3 0.5, gamma auto, T 0.7), median of {args.rounds} | {served:.2f} s served, "
+                  f"{local:.2f} s in-process: {served / local:.2f}x |")
+        if "eight" in parts:
+            one_by_one, concurrent, (shared, here), alone, short_beside = eight_calls(url, pair)
+            print(f"| eight 64-token /run calls (different prompts and rules), one after another | {one_by_one:.1f} s |")
+            print(f"| … the same eight and a 16-token call posted at once | {concurrent:.1f} s: "
+                  f"{concurrent / one_by_one:.2f}x; answers equal to the same calls one after another: {shared} of 8; "
+                  f"those equal to this process's solo runs: {here} of 8 |")
+            print(f"| 16-token /run alone / posted beside the eight | {alone:.2f} s / {short_beside:.2f} s |")
+        if "compare" in parts:
+            alone, beside = beside_compare(url)
+            print(f"| 16-token /run alone / while four /compare calls of 6 x 1024 tokens run | {alone:.2f} s / "
+                  f"{beside:.2f} s |")
+        if "memory" in parts:
+            before, after = sessions_memory(url, pid, args.sessions)
+            print(f"| server RSS before / after {args.sessions} one-token /run calls, each a new session | "
+                  f"{before:.0f} MB / {after:.0f} MB ({after - before:+.0f} MB) |")
+        if "page" in parts:
+            served, shown, megabytes = page_run(url, args.page_tokens)
+            print(f"| a {args.page_tokens}-token run: /run / the page's Run to Done | {served:.1f} s / {shown:.1f} s: "
+                  f"{shown / served:.2f}x; the page received {megabytes:.1f} MB |")
+    if "state" in parts:
         checks = page_keeps_state(args.calls, args.pages)
         print(f"| an open page after {args.calls} API sessions and {args.pages} other pages (tiny pair) | " +
               ", ".join(f"{name}: {'works' if ok else 'BROKEN'}" for name, ok in checks.items()) + " |")
-
 
 if __name__ == "__main__":
     main()
