@@ -2,6 +2,7 @@
 and the plots below, and a "How to read this" panel; its handlers (run, recolour, re-run, inspect, stop, and the
 /run API) call cascade_core for every number and app.viz for every picture."""
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -135,6 +136,14 @@ def stats_view(run, cost_ratio):
               priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead))
     return (stats_markdown(stats, resume_caption(run.trace), run.pair),
             speedup_markdown(stats, run.trace.settings["gamma"], cost_ratio, at_c, prices, priced, gamma))
+
+
+def view_interval(tokens):
+    """Seconds between two views of a streaming answer of ``tokens`` tokens: the browser draws the whole answer
+    again for each (its HTML component), which takes longer as it grows and shares the machine with the engine. A
+    1024-token run on the bundled pair reached "Done" in the page at 1.73x its /run time with a view every block
+    (about six a second); a quarter second, growing by half a second per thousand tokens, keeps the text moving."""
+    return 0.25 + tokens / 2000
 
 
 def answer_view(run, rule, alpha, running=False):
@@ -273,12 +282,19 @@ class ExploreHandlers:
         return pair
 
     def _stream(self, trace_iter, s, cost_ratio, pair):
-        """Tokens after every block; the plots are cleared when a run starts and drawn when it ends. Redrawing
-        them while tokens stream cost the page a third of its speed on a 2-core machine (plotly redraws in the
-        browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the pair's
-        measured calls (measured on the engine thread the first time, about a second), unless it is a baseline or
-        the pair is compiled (prices.py prices no compiled pair)."""
+        """Tokens as blocks come, at most one view per ``view_interval`` (None in its place for the blocks between,
+        so that Stop is still heard after every block); the plots are cleared when a run starts and drawn when it
+        ends. Redrawing them while tokens stream cost the page a third of its speed on a 2-core machine (plotly
+        redraws in the browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the
+        pair's measured calls (measured on the engine thread the first time, about a second), unless it is a
+        baseline or the pair is compiled (prices.py prices no compiled pair)."""
+        shown = None
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
+            if not trace.finished and shown is not None and (time.perf_counter() - shown <
+                                                             view_interval(len(trace.positions))):
+                yield None
+                continue
+            shown = time.perf_counter()
             priced = trace.finished and trace.stats["acceptance_rate"] is not None  # baselines project nothing
             prices = ENGINE.call(measured_prices, pair, trace.gamma) if priced else None
             view = self._view(Run(trace, s.pair_spec, prices, pair.description or pair.name), s.rule, s.alpha, cost_ratio, not trace.finished,
@@ -321,6 +337,8 @@ class ExploreHandlers:
                     views.close()
                     yield self.stopped(run, rule, alpha, cost_ratio)
                     return
+                if view is None:  # a block between two views (_stream)
+                    continue
                 if isinstance(view.run, Run):
                     if not ticket.streaming:
                         self.runs.take_view(ticket)

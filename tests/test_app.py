@@ -107,7 +107,8 @@ def rerun_to_end(handlers, run, **overrides):
     return last
 
 
-def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny):
+def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny, monkeypatch):
+    monkeypatch.setattr("app.explore.view_interval", lambda tokens: 0.0)
     views = list(handlers.run(*SETTINGS.values()))
     runs = [v.run for v in views if isinstance(v.run, Run)]
     assert len(runs) > 3  # one view per block
@@ -119,6 +120,14 @@ def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny):
     assert f"| target calls | {expected.stats['target_calls']} |" in stats
     assert "Projected speed-up" in speedup and status.startswith("Done")
     assert step_plot.data and alpha_plot.data
+
+
+def test_views_of_a_long_run_come_at_most_once_per_interval(handlers, monkeypatch):
+    """The browser draws the whole answer again for each view: a fast run shows its first block at once, then at
+    most one view per interval, and always its end."""
+    monkeypatch.setattr("app.explore.view_interval", lambda tokens: 3600.0)
+    views = [v for v in handlers.run(*SETTINGS.values()) if isinstance(v.run, Run)]
+    assert len(views) == 2 and views[0].status.startswith("Generating") and views[1].status.startswith("Done")
 
 
 def test_recolour_greys_from_the_first_flip(handlers):
