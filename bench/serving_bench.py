@@ -38,6 +38,7 @@ PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses 
 EIGHT = [dict(prompt=PROMPTS[i % 4], rule=rule, alpha=alpha, seed=i, max_new_tokens=64)
          for i, (rule, alpha) in enumerate([("v3", 0.5), ("chow", 0.5), ("opt", 0.2), ("lossless", 0.0), ("v3", 0.3),
                                             ("chow", 0.3), ("diff", 0.1), ("v1", 0.2)])]
+LONG_PROMPT = "Tell me a long story about a dragon who learns to bake bread."
 SHORT = dict(prompt="Name a colour.", rule="v3", alpha=0.5, seed=0, max_new_tokens=16)
 SIX_ROWS = [{"rule": r, "alpha": a} for r, a in (("chow", 0.5), ("diff", 0.1), ("opt", 0.2), ("v1", 0.2), ("v2", 0.2),
                                                  ("v3", 0.5))]
@@ -119,28 +120,31 @@ def sessions_memory(url, pid, n):
 
 def page_run(url, tokens):
     """(seconds of a ``tokens``-token /run, seconds of the same run in the page until "Done", MB the page received
-    meanwhile), at the page's defaults."""
+    meanwhile): v3 0.5 at gamma 4 and T 1 on a prompt that asks for a long answer (at gamma auto with a head the
+    blocks follow each process's measured prices, and at T 0.7 the run may end early, so the two could differ)."""
     from playwright.sync_api import sync_playwright
 
     from bench.app_bench import CLICK_TO_DONE
     from tests.browser import CHROMIUM, CHROMIUM_ARGS
 
-    args = dict(prompt=PROMPTS[0], rule="v3", alpha=0.5, gamma="auto", temperature=0.7, seed=0, max_new_tokens=tokens)
-    served = run_call(url, args)[0]
+    args = dict(prompt=LONG_PROMPT, rule="v3", alpha=0.5, gamma=4, temperature=1.0, seed=0, max_new_tokens=tokens)
+    served, answer = run_call(url, args)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.wait_for_selector("#run")
-        page.fill("#prompt textarea", PROMPTS[0])
-        page.fill("#max-new-tokens input[type=number]", str(tokens))
-        page.press("#max-new-tokens input[type=number]", "Enter")
+        page.fill("#prompt textarea", LONG_PROMPT)
+        for field, value in (("max-new-tokens", tokens), ("gamma", 4), ("temperature", 1)):
+            page.fill(f"#{field} input[type=number]", str(value))
+            page.press(f"#{field} input[type=number]", "Enter")
         network, received = page.context.new_cdp_session(page), []
         network.send("Network.enable")
         network.on("Network.dataReceived", lambda event: received.append(event["dataLength"]))
         seconds = page.evaluate(CLICK_TO_DONE)
+        shown = page.locator("#answer .tok").count()
         browser.close()
-    return served, seconds, sum(received) / 1e6
+    return served, seconds, sum(received) / 1e6, len(answer["tokens"]), shown
 
 
 def page_keeps_state(calls, pages):
@@ -231,8 +235,9 @@ def main():
             print(f"| server RSS before / after {args.sessions} one-token /run calls, each a new session | "
                   f"{before:.0f} MB / {after:.0f} MB ({after - before:+.0f} MB) |")
         if "page" in parts:
-            served, shown, megabytes = page_run(url, args.page_tokens)
-            print(f"| a {args.page_tokens}-token run: /run / the page's Run to Done | {served:.1f} s / {shown:.1f} s: "
+            served, shown, megabytes, tokens, on_page = page_run(url, args.page_tokens)
+            print(f"| a run of up to {args.page_tokens} tokens ({tokens} through /run, {on_page} in the page; v3 0.5, "
+                  f"gamma 4, T 1): /run / the page's Run to Done | {served:.1f} s / {shown:.1f} s: "
                   f"{shown / served:.2f}x; the page received {megabytes:.1f} MB |")
     if "state" in parts:
         checks = page_keeps_state(args.calls, args.pages)
