@@ -171,12 +171,13 @@ def page_keeps_state(calls, pages):
         for _ in range(calls):
             event_id = httpx.post(f"{url}gradio_api/call/run", json=body, timeout=30).json()["event_id"]
             httpx.get(f"{url}gradio_api/call/run/{event_id}", timeout=60)
-        for _ in range(pages):
+        before = rss_mb(pid)
+        for _ in range(pages):  # left open: each holds its run
             other = browser.new_page()
             other.goto(url)
             other.click("#run")
             other.wait_for_function(done, timeout=60000)
-            other.close()
+        checks["MB per open page"] = (rss_mb(pid) - before) / max(1, pages)
         page.click("#answer .tok[data-pos='3']")
         page.wait_for_timeout(1500)
         checks["inspector"] = "#3" in page.locator("#inspector-text").inner_text()
@@ -241,8 +242,10 @@ def main():
                   f"{shown / served:.2f}x; the page received {megabytes:.1f} MB |")
     if "state" in parts:
         checks = page_keeps_state(args.calls, args.pages)
-        print(f"| an open page after {args.calls} API sessions and {args.pages} other pages (tiny pair) | " +
-              ", ".join(f"{name}: {'works' if ok else 'BROKEN'}" for name, ok in checks.items()) + " |")
+        per_page = checks.pop("MB per open page")
+        print(f"| an open page after {args.calls} API sessions and {args.pages} other open pages (tiny pair) | " +
+              ", ".join(f"{name}: {'works' if ok else 'BROKEN'}" for name, ok in checks.items()) +
+              f"; the server's RSS grew {per_page:.2f} MB per open page (each ran Explore, 64 tokens) |")
 
 if __name__ == "__main__":
     main()
