@@ -66,6 +66,13 @@ def hole_mask(valid, width, dtype):
     return torch.zeros(seen.shape, dtype=dtype, device=valid.device).masked_fill_(~seen, torch.finfo(dtype).min)[:, None]
 
 
+def sliding_window(model, cache=None):
+    """Whether the model (its ``cache``, by default a fresh one) attends through a sliding window, which batches of
+    rows do not mask yet."""
+    cache = DynamicCache(config=model.config) if cache is None else cache
+    return any(getattr(layer, "is_sliding", False) for layer in cache.layers)
+
+
 class CachedModel:
     """One model with its KV cache over ``len(counters)`` rows. Every call is counted and timed in the counters of
     each row it feeds (a batched forward is one call for every row in it): the timings give the measured cost
@@ -81,7 +88,7 @@ class CachedModel:
             raise ValueError(f"the compiled static-cache path decodes one row at a time, not {len(self.counters)}; "
                              "load the pair without compile for batches")
         self.cache = compiled.cache(cache_length) if compiled else DynamicCache(config=model.config)
-        if len(self.counters) > 1 and any(getattr(layer, "is_sliding", False) for layer in self.cache.layers):
+        if len(self.counters) > 1 and sliding_window(model, self.cache):
             raise ValueError(f"{model.config.name_or_path or 'this model'} uses sliding-window attention, which "
                              "batches do not mask yet; run its rows one at a time")
         self.valid = torch.zeros(len(self.counters), 0, dtype=torch.bool, device=model.device)

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .cached import CachedModel, finite
+from .cached import CachedModel, finite, sliding_window
 from .costs import best_gamma
 from .head import HeadDraft, check_alone, reads_target
 from .prices import CONTEXT, block_prices, measure_prices
@@ -381,7 +381,7 @@ def decode(pair, rows, gamma, successor=lambda row: None):
     that joins the batch before the next block (a lane's next run). On a thread that shares batches (SHARING), the
     rows join its running batch of this pair and gamma instead (running.py)."""
     shared = getattr(SHARING, "batches", None)
-    if shared is not None and not pair.compiled:
+    if shared is not None and not pair.compiled and not sliding_window(pair.target):
         return (yield from shared.decode(pair, rows, gamma, successor))
 
     def runnable(candidates):

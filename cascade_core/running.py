@@ -1,9 +1,10 @@
 """Continuous batching: the generations of one thread share a running batch per pair and gamma.
 
-A server that decodes for many callers on one thread (the app's engine thread) runs them inside
-``shared_batches()`` there. Meanwhile ``engine.decode`` on that thread does not make a batch of its own: its rows join the running
-batch of their pair and gamma between two blocks (waiting while the batch holds ``width`` rows), take every block
-the batch takes, and leave it when they finish or when their caller closes its generator (Stop, a client gone).
+A server that decodes for many callers on one thread (the app's engine thread) runs them inside ``shared_batches()``
+there. Meanwhile ``engine.decode`` on that thread does not make a batch of its own: its rows join the running batch
+of their pair and gamma between two blocks (waiting while the batch holds ``width`` rows), take every block the
+batch takes, and leave it when they finish or when their caller closes its generator (Stop, a client gone). Pairs
+whose rows cannot share a batch (the compiled path, sliding-window attention) keep a batch per generation.
 A caller's decode, when advanced, makes the batch take its next block unless the batch already took one since the
 caller last looked, so the batch takes one block per round of its callers, and a caller who reads slowly finds its
 rows further on. Every number a row uses is its own (the batched engine's invariant, gamma "auto" chosen per row),

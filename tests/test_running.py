@@ -112,3 +112,21 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
     solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=10, gamma=3)
     assert [lane["text"] for lane in strategies][2:] == [solo.text, solo.text]
     same_as_solo(tiny64, alone, "Why", "chow", 0.4, 9, 30, 3)
+
+
+def test_pairs_whose_rows_cannot_share_a_batch_keep_one_per_generation(tiny64, monkeypatch):
+    """Sliding-window attention is not masked across a batch's rows yet: such a pair's generations decode alone."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from cascade_core.cached import sliding_window
+
+    windowed = MistralForCausalLM(MistralConfig(vocab_size=98, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                num_attention_heads=2, num_key_value_heads=1, sliding_window=8))
+    assert sliding_window(windowed) and not sliding_window(tiny64.target)
+    monkeypatch.setattr("cascade_core.engine.sliding_window", lambda model: True)
+    with shared_batches() as batches:
+        steps = stream(tiny64, "The cat", max_new_tokens=12, gamma=3)
+        next(steps)
+        assert not batches.running
+        trace = finish(steps)
+    same_as_solo(tiny64, trace, "The cat", "v3", 0.3, 0, 12, 3)
