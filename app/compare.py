@@ -119,7 +119,7 @@ def tokens_asked(settings):
     return len(settings) * settings[0].max_new_tokens
 
 
-def asked_tokens(arguments):
+def run_call_tokens(arguments):
     """For @gpu: the tokens a call of ``run`` may generate, from its arguments (the row cells and the draft)."""
     rows = sum(1 for rule in arguments["cells"][::2] if rule)
     return rows * len(row_drafts(arguments["draft"])) * arguments["max_new_tokens"]
@@ -178,7 +178,7 @@ class CompareHandlers:
         return rows
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
-    @gpu(asked_tokens, with_heads_only)
+    @gpu(run_call_tokens, with_heads_only)
     def run(self, prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
         """Stream the rows together, block by block. Outputs: the runs' state ([(Row, Trace)]), rows HTML, stats,
         status."""

@@ -14,10 +14,10 @@ from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_ou
 from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
 from .pairs import BUNDLED, SEED_PAIR, PairCache, pair_default_draft
 from .sandbox import SandboxHandlers, build_sandbox, sandbox_linked
-from .sessions import PageSessions, keep_pages
-from .worker import ENGINE
+from .sessions import forget, keep_pages
 from .strategies import StrategiesHandlers, build_strategies, strategies_linked
 from .tradeoff import TradeoffHandlers, build_tradeoff, tradeoff_linked
+from .worker import ENGINE
 
 QUEUE_SIZE = 24  # calls that may wait for a generation slot (options.GENERATION_SLOTS), beyond those in them
 API = dict(concurrency_id="generate", concurrency_limit=GENERATION_SLOTS)
@@ -109,8 +109,8 @@ def build_app(pair_spec=None, public=None, pairs=None):
 
         def forget_session(request: gr.Request):
             """A closed page: free its session's state (its runs) now rather than when it has been idle for hours."""
-            if isinstance(getattr(demo, "state_holder", None), PageSessions):
-                demo.state_holder.forget(request.session_hash)
+            if hasattr(demo, "state_holder"):
+                forget(demo.state_holder, request.session_hash)
 
         demo.unload(forget_session)
     return demo

@@ -36,11 +36,13 @@ class PageSessions(StateHolder):
                     (now - self.time_last_used.get(key, now)).total_seconds() > IDLE_SECONDS}
             pages = [key for key in pages if key not in idle]
             for key in [*idle, *pages[: max(0, len(pages) - MAX_PAGES)], *empty[: max(0, len(empty) - KEPT_EMPTY)]]:
-                self.forget(key)
+                forget(self, key)
 
-    def forget(self, session_id):
-        self.session_data.pop(session_id, None)
-        self.time_last_used.pop(session_id, None)
+
+def forget(store, session_id):
+    """Drop a session from a Gradio session store (this one or Gradio's own)."""
+    store.session_data.pop(session_id, None)
+    store.time_last_used.pop(session_id, None)
 
 
 def keep_pages(demo):

@@ -20,7 +20,7 @@ from app.pairs import PairCache  # noqa: E402
 from bench.measure import bench_arguments  # noqa: E402
 from bench.server import app_process  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
-from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, set_number  # noqa: E402
 
 ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
 # Timed inside the page, on the browser's clock: click Run, then the frame after the first token lands in the
@@ -90,8 +90,7 @@ def bench_browser(pair, repeats, prompt):
             if repeat:
                 page_loads.append(time.perf_counter() - start)
             page.fill("#prompt textarea", prompt)
-            page.fill("#max-new-tokens input[type=number]", "16")
-            page.press("#max-new-tokens input[type=number]", "Enter")
+            set_number(page, "#max-new-tokens", 16)
             first_token = page.evaluate(CLICK_TO_FIRST_PAINT)
             if repeat:
                 first_tokens.append(first_token)

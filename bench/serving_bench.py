@@ -108,13 +108,18 @@ def beside_compare(url):
     return alone, beside
 
 
-def sessions_memory(url, pid, n):
-    """RSS before and after n /run calls of one token over the plain HTTP API, each a new session."""
+def new_sessions(url, n):
+    """n /run calls of one token over the plain HTTP API, each a new session, read to the end."""
     body = {"data": ["Hi", "v3", 0.5, "auto", 0.7, 1, 0, ""]}
-    before = rss_mb(pid)
     for _ in range(n):
         event_id = httpx.post(f"{url}gradio_api/call/run", json=body, timeout=30).json()["event_id"]
         httpx.get(f"{url}gradio_api/call/run/{event_id}", timeout=60)
+
+
+def sessions_memory(url, pid, n):
+    """RSS before and after ``new_sessions(url, n)``."""
+    before = rss_mb(pid)
+    new_sessions(url, n)
     return before, rss_mb(pid)
 
 
@@ -125,7 +130,7 @@ def page_run(url, tokens):
     from playwright.sync_api import sync_playwright
 
     from bench.app_bench import CLICK_TO_DONE
-    from tests.browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS, set_number
 
     args = dict(prompt=LONG_PROMPT, rule="v3", alpha=0.5, gamma=4, temperature=1.0, seed=0, max_new_tokens=tokens)
     served, answer = run_call(url, args)
@@ -136,8 +141,7 @@ def page_run(url, tokens):
         page.wait_for_selector("#run")
         page.fill("#prompt textarea", LONG_PROMPT)
         for field, value in (("max-new-tokens", tokens), ("gamma", 4), ("temperature", 1)):
-            page.fill(f"#{field} input[type=number]", str(value))
-            page.press(f"#{field} input[type=number]", "Enter")
+            set_number(page, f"#{field}", value)
         network, received = page.context.new_cdp_session(page), []
         network.send("Network.enable")
         network.on("Network.dataReceived", lambda event: received.append(event["dataLength"]))
@@ -167,10 +171,7 @@ def page_keeps_state(calls, pages):
         page.wait_for_function("() => document.querySelector('#compare-status')?.innerText.startsWith('Done')",
                                timeout=60000)
         page.click("button[role=tab]:has-text('Explore')")
-        body = {"data": ["Hi", "v3", 0.5, "auto", 0.7, 1, 0, ""]}
-        for _ in range(calls):
-            event_id = httpx.post(f"{url}gradio_api/call/run", json=body, timeout=30).json()["event_id"]
-            httpx.get(f"{url}gradio_api/call/run/{event_id}", timeout=60)
+        new_sessions(url, calls)
         before = rss_mb(pid)
         for _ in range(pages):  # left open: each holds its run
             other = browser.new_page()

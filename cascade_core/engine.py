@@ -24,7 +24,7 @@ from .settings import AUTO, AUTO_GAMMAS, MAX_BATCH_ROWS, check_prompt, check_row
 from .trace import Block, Detokenizer, Trace, source_under
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
-# A thread whose ``batches`` is set (running.share_batches) decodes every generation in the running batch of its
+# A thread whose ``batches`` is set (running.shared_batches) decodes every generation in the running batch of its
 # pair and gamma, which the thread's other generations share; elsewhere each generation has a batch of its own.
 SHARING = threading.local()
 OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices

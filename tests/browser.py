@@ -12,6 +12,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def set_number(page, selector, value):
+    """Type a number into the control ``selector`` (a slider's box, a number field) and press Enter, as a reader
+    does."""
+    page.fill(f"{selector} input[type=number]", str(value))
+    page.press(f"{selector} input[type=number]", "Enter")
+
+
 def set_alpha(page, value, event):
     """Move the alpha slider's range input as a drag does ('input'), or let go of it ('pointerup')."""
     page.eval_on_selector("#alpha input[type=range]", """(el, [value, event]) => {

@@ -11,7 +11,7 @@ import pytest
 
 from app.controls import explore_gamma
 from app.explore import DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_RULE, DEFAULT_TEMPERATURE
-from browser import CHROMIUM, CHROMIUM_ARGS, set_alpha
+from browser import CHROMIUM, CHROMIUM_ARGS, set_alpha, set_number
 from cascade_core import generate, load_pair
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
@@ -148,11 +148,6 @@ def test_rule_change_moves_the_slider_and_reruns(page):
     page.wait_for_function("() => document.querySelector('#alpha input[type=range]').min === '-2'")
     choose_rule(page, "lossless")
     page.wait_for_function("() => document.querySelector('#alpha input[type=range]').disabled")
-
-
-def set_number(page, selector, value):
-    page.fill(f"{selector} input[type=number]", str(value))
-    page.press(f"{selector} input[type=number]", "Enter")
 
 
 STATUS = "() => document.querySelector('#status')?.innerText || ''"
