@@ -108,7 +108,8 @@ class EngineThread:
         with self._ready:
             while True:
                 best = min(self._waiting, key=itemgetter(0, 1), default=None)
-                expected = last is not None and (best is None or best[5] is not last[0] and last[1] <= best[0])
+                # its next step would go first (one placed level with a waiting step goes after it: no wait)
+                expected = last is not None and (best is None or last[1] < best[0])
                 remaining = deadline - time.monotonic()
                 if best is not None and not (expected and remaining > 0):
                     self._waiting.remove(best)

@@ -67,6 +67,7 @@ class RunningBatch:
         self.batch = None  # engine.Batch over the rows decoding now
         self.waiting = []  # started rows waiting for room
         self.callers = {}  # row (decoding or waiting) -> its Caller
+        self.stepped = []  # (row, its Caller) of the rows that took the last block
         self.blocks = 0
 
     @property
@@ -79,21 +80,23 @@ class RunningBatch:
 
     def decode(self, rows, successor):
         """engine.decode's contract for one caller's rows: yields the caller's rows that took each block, after
-        it; returns when none is left."""
+        it; returns when none is left. Rows that arrive while the batch runs wait for its next block, which every
+        row that arrived meanwhile joins at once (concurrent callers arrive one step apart: joining one by one,
+        each at once, cost a join and a block with a row fewer for each caller)."""
         caller = Caller(successor)
         try:
             self._hand_over(caller, rows)
-            self._fill()
             if not self._holds(caller):
                 yield []
                 return
             last = self.blocks
+            if self.rows:  # running: joins at its next block
+                yield []
             while self._holds(caller):
-                took = self._decoding(caller)
                 if last == self.blocks:  # nobody moved the batch since this caller looked: its next block
                     self._step()
                 last = self.blocks
-                yield took
+                yield [row for row, owner in self.stepped if owner is caller]
         finally:  # finished, or closed by its caller: its rows leave (a finished row has left already)
             gone = [row for row, owner in self.callers.items() if owner is caller]
             if gone:
@@ -102,9 +105,6 @@ class RunningBatch:
                     self.batch.leave(gone)
                 for row in gone:
                     del self.callers[row]
-
-    def _decoding(self, caller):
-        return [row for row in self.rows if self.callers.get(row) is caller]
 
     def _holds(self, caller):
         """Whether any row of ``caller`` is decoding or waiting."""
@@ -139,10 +139,12 @@ class RunningBatch:
             self._finished(failed)
 
     def _step(self):
-        """One block for every row in the batch; finished rows leave and their successors and waiting rows join."""
+        """Waiting rows join (rows that arrived, successors of finished ones), then one block for every row in the
+        batch; finished rows leave and their successors wait to join."""
+        self._fill()
+        self.stepped = [(row, self.callers[row]) for row in self.rows]
         if self.rows:
             with torch.inference_mode():
                 finished = self.batch.step()
             self._finished(finished)
         self.blocks += 1
-        self._fill()

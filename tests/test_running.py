@@ -64,11 +64,12 @@ def test_rows_past_the_width_wait_and_join_as_others_finish(tiny64):
     with shared_batches(width=2) as batches:
         generations = [stream(tiny64, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
                        for prompt, rule, alpha, seed, tokens in RUNS]
-        widths = []
-        for steps in generations:
+        for steps in generations:  # the first starts the batch; the others arrive while it runs and wait
             next(steps)
-            widths.append(sum(len(b.rows) for b in batches.running.values()))
-        assert max(widths) == 2 and batches.rows() == len(RUNS)
+        width = lambda: sum(len(b.rows) for b in batches.running.values())  # noqa: E731
+        assert width() == 1 and batches.rows() == len(RUNS)
+        next(generations[0])  # its next block: the rows that arrived join it, up to the width
+        assert width() == 2 and batches.rows() == len(RUNS)
         traces = [finish(steps) for steps in generations]
     for trace, run in zip(traces, RUNS):
         same_as_solo(tiny64, trace, *run, 3)
