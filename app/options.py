@@ -7,7 +7,7 @@ from cascade_core.rules import rules_table
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 QUIET = dict(api_visibility="undocumented")
 # Model work, from the page and the API alike, runs in one of GENERATION_SLOTS slots; the calls in them decode in
-# one running batch per pair and gamma (app/worker.py), their rows joining it between blocks (past its width of
+# one running batch per pair (app/worker.py), their rows joining it between blocks (past its width of
 # cascade_core's MAX_BATCH_ROWS rows they wait for room inside it), so a call starts at the next block instead of
 # waiting for a slot behind long ones. Each slot holds one of Gradio's worker threads (40 by default) while its call
 # runs. Its status lines report progress (Gradio's own overlay would draw streamed tokens at 20% opacity). Instant

@@ -1,6 +1,5 @@
 """All of the app's model work on one long-lived thread (``python app.py``'s main thread, once the server runs),
-with every core; every generation on it decodes in the running batch of its pair and gamma, which concurrent calls
-share.
+with every core; every generation on it decodes in the running batch of its pair, which concurrent calls share.
 
 torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio runs each handler on whichever
 worker thread is free: advancing every generation on one thread keeps one pool. Which thread matters: on the 2-core
@@ -11,7 +10,7 @@ docs/app-benchmarks.md; an earlier measurement that found one engine thread fast
 its own). Where the app is launched without blocking (tests, benchmarks, a ZeroGPU worker), the engine starts a
 thread of its own.
 
-A call's rows join the running batch of their pair and gamma between two blocks and leave it when they finish or
+A call's rows join the running batch of their pair (any gamma) between two blocks and leave it when they finish or
 the call goes (cascade_core.running), so concurrent calls share every forward instead of each making its own. A
 call's step is its next value, after at most one block of its batch. Steps are ordered by stride scheduling over
 the tokens each call may generate (what orders calls in different batches): a call's steps are placed at its start
@@ -119,7 +118,7 @@ class EngineThread:
 
     def _serve(self):
         torch.set_num_threads(engine_threads())
-        with shared_batches():  # every call's rows decode in the running batch of their pair and gamma
+        with shared_batches():  # every call's rows decode in the running batch of their pair
             self._run_steps()
 
     def _run_steps(self):

@@ -8,7 +8,9 @@ the engine in this process. What issue 34 asks of the running batch and the page
 4. the server's memory (RSS) before and after ``--sessions`` API calls, each a new session;
 5. a 1024-token run through /run, and the same run in the page until "Done" (chromium), with the bytes the page
    received while it ran;
-6. (chromium, tiny pair) a page that ran Explore and Compare, then ``--calls`` API calls from new sessions and
+6. in this process, the eight with four gammas (2, 3, 4, 6): one batch for all (what the running batch does), against a
+   batch per gamma taking blocks in turn (what it did before);
+7. (chromium, tiny pair) a page that ran Explore and Compare, then ``--calls`` API calls from new sessions and
    ``--pages`` other pages that each ran Explore: does it still inspect a token, recolour on alpha, re-run, and
    open a Compare row?
 
@@ -31,7 +33,7 @@ from gradio_client import Client  # noqa: E402
 
 from bench.load_test import rss_mb  # noqa: E402
 from bench.server import app_process  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core import finish, generate, load_pair, stream_batch  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 
 PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses of a paperclip.", "Why is the sky blue?"]
@@ -151,6 +153,35 @@ def page_run(url, tokens):
     return served, seconds, sum(received) / 1e6, len(answer["tokens"]), shown
 
 
+def mixed_gammas(pair, rounds, gammas=(2, 3, 4, 6)):
+    """Medians of the eight (T 0.7, the i-th at gammas[i % 4]) in one batch, and in a batch per gamma whose blocks
+    alternate (rounds alternate); and whether every row's tokens were the same both ways."""
+    rows = [dict(args, temperature=0.7, gamma=gammas[i % len(gammas)]) for i, args in enumerate(EIGHT)]
+
+    def one_batch():
+        return finish(stream_batch(pair, rows))
+
+    def batch_per_gamma():
+        steps, traces = [stream_batch(pair, [r for r in rows if r["gamma"] == g]) for g in gammas], {}
+        while len(traces) < len(steps):
+            for i, batch in enumerate(steps):
+                if i not in traces:
+                    try:
+                        next(batch)
+                    except StopIteration as end:
+                        traces[i] = iter(end.value)
+        return [next(traces[gammas.index(r["gamma"])]) for r in rows]
+
+    seconds, tokens = {one_batch: [], batch_per_gamma: []}, {}
+    for _ in range(rounds):
+        for way in seconds:
+            start = time.perf_counter()
+            tokens[way] = [trace.tokens for trace in way()]
+            seconds[way].append(time.perf_counter() - start)
+    return statistics.median(seconds[one_batch]), statistics.median(seconds[batch_per_gamma]), \
+        tokens[one_batch] == tokens[batch_per_gamma]
+
+
 def page_keeps_state(calls, pages):
     """A page's views after a burst of API sessions and other pages, on the tiny pair's app (chromium)."""
     from playwright.sync_api import sync_playwright
@@ -197,7 +228,7 @@ def page_keeps_state(calls, pages):
     return checks
 
 
-PARTS = ("lone", "eight", "compare", "memory", "page", "state")
+PARTS = ("lone", "eight", "compare", "memory", "page", "gammas", "state")
 
 
 def main():
@@ -241,6 +272,11 @@ def main():
             print(f"| a run of up to {args.page_tokens} tokens ({tokens} through /run, {on_page} in the page; v3 0.5, "
                   f"gamma 4, T 1): /run / the page's Run to Done | {served:.1f} s / {shown:.1f} s: "
                   f"{shown / served:.2f}x; the page received {megabytes:.1f} MB |")
+    if "gammas" in parts:
+        shared, apart, same = mixed_gammas(pair, args.rounds)
+        print(f"| the eight at gammas 2, 3, 4, 6 (T 0.7) in-process: one batch / a batch per gamma, median of "
+              f"{args.rounds} | {shared:.2f} s / {apart:.2f} s: {shared / apart:.2f}x; tokens the same both ways: "
+              f"{'yes' if same else 'NO'} |")
     if "state" in parts:
         checks = page_keeps_state(args.calls, args.pages)
         per_page = checks.pop("MB per open page")

@@ -25,7 +25,7 @@ from .trace import Block, Detokenizer, Trace, source_under
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
 # A thread whose ``batches`` is set (running.shared_batches) decodes every generation in the running batch of its
-# pair and gamma, which the thread's other generations share; elsewhere each generation has a batch of its own.
+# pair, which the thread's other generations share; elsewhere each generation has a batch of its own.
 SHARING = threading.local()
 OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices
 
@@ -42,11 +42,11 @@ def encode_prompt(tokenizer, prompt, chat=True):
 
 
 class Row:
-    """One generation's settings, its trace being built and its last token."""
+    """One generation's settings (its gamma: a number, or "auto"), its trace being built and its last token."""
 
-    def __init__(self, pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential,
+    def __init__(self, pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential,
                  eos_token_ids=None, min_new_tokens=0, stop=None):
-        self.trace, self.rule, self.alpha, self.sequential = trace, rule, alpha, sequential
+        self.trace, self.rule, self.alpha, self.gamma, self.sequential = trace, rule, alpha, gamma, sequential
         self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
         self.eos = set(pair.eos_token_ids if eos_token_ids is None else eos_token_ids) if stop_at_eos else set()
         self.min_new_tokens, self.stop = min_new_tokens, stop
@@ -90,18 +90,17 @@ class Row:
 
 
 class Batch:
-    """The state of a batch of rows: both cached models over the rows still running, and the gamma (a number, or
-    "auto": each row's block by block, chosen by the cost model from the measured prices and the row's acceptance
-    so far)."""
+    """The state of a batch of rows: both cached models over the rows still running. Each row has its own gamma (a
+    number, or "auto": block by block, chosen by the cost model from the measured prices and the row's acceptance so
+    far); a block drafts as far as the longest row's, the others sitting the last steps out (one batch for rows of
+    every gamma measured faster than a batch per gamma: docs/app-benchmarks.md)."""
 
-    def __init__(self, pair, rows, gamma):
-        self.pair, self.rows, self.gamma = pair, rows, gamma
+    def __init__(self, pair, rows):
+        self.pair, self.rows = pair, rows
         self.overhead = None  # the engine's own seconds in the last block beyond the model calls
         compiled = pair.compiled or {}
-        longest = max(AUTO_GAMMAS) if gamma == AUTO else gamma
-        if gamma == AUTO:  # measured now (once per pair), so that no row's clock counts it
-            measure_prices(pair, AUTO_GAMMAS)
-            measure_overhead(pair)
+        longest = max(max(AUTO_GAMMAS) if r.gamma == AUTO else r.gamma for r in rows)
+        self.price(rows)
         length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + longest + 1
         verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
         counters = [r.counters for r in rows]
@@ -113,12 +112,20 @@ class Batch:
         self.draft = (HeadDraft(pair.draft, self.target, pair.vocab_size, counters) if reads_target(pair.draft) else
                       CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"), length))
 
+    def price(self, rows):
+        """gamma "auto" prices blocks with the pair's calls and engine time per block: measured before its first
+        row reads anything (once per pair), so that no row's clock counts it."""
+        if any(row.gamma == AUTO for row in rows):
+            measure_prices(self.pair, AUTO_GAMMAS)
+            measure_overhead(self.pair)
+
     def prefill(self):
         """Both models read every row's history; returns the rows whose prefill failed (they leave the batch)."""
         return self._read(self.rows, lambda model, histories: model.prefill(histories))
 
     def join(self, rows):
         """Rows that join the batch between blocks (a lane's next run); returns those whose prefill failed."""
+        self.price(rows)
         self.rows = self.rows + rows
         counters = [row.counters for row in rows]
         return self._read(rows, lambda model, histories: model.join(histories, counters))
@@ -189,8 +196,8 @@ class Batch:
         the clock: a draft model's tokens do not depend on gamma (randomness is keyed by position), but a head's q
         does (its first step of a block reads the target's features), and the same run must give the same text on
         a busy server."""
-        if self.gamma != AUTO:
-            return self.gamma
+        if row.gamma != AUTO:
+            return row.gamma
         acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + row.accepted[0]) / (PRIOR_WEIGHT + row.accepted[1])
         return best_gamma(acceptance, block_prices(self.pair, self.pair.prices[OVERHEAD]), AUTO_GAMMAS)
 
@@ -217,7 +224,7 @@ def measure_overhead(pair, blocks=8, gamma=4):
     row = start_row(pair, gamma, prompt_ids=list(range(1, CONTEXT + 1)), max_new_tokens=blocks * (gamma + 1),
                     stop_at_eos=False)
     with torch.inference_mode():
-        batch = Batch(pair, [row], gamma)
+        batch = Batch(pair, [row])
         batch.prefill()
         seconds = []
         for _ in range(blocks):
@@ -337,8 +344,8 @@ def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0
         settings["min_new_tokens"] = min_new_tokens
     trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix),
                   detokenizer=Detokenizer(pair.tokenizer))
-    row = Row(pair, trace, rule, alpha, temperature, seed, max_new_tokens, stop_at_eos, sequential, eos_token_ids,
-              min_new_tokens, stop)
+    row = Row(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential,
+              eos_token_ids, min_new_tokens, stop)
     if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in row.eos else "max_new_tokens"
     return row
@@ -359,7 +366,8 @@ def block_start(trace, k):
 def stream_batch(pair, rows, *, gamma=4):
     """Generate many rows in one batch, yielding the list of their growing Traces (in row order) after every
     block. A row is a dict of ``stream``'s keyword arguments (``prompt`` or ``prompt_ids``, ``rule``, ``alpha``,
-    ``temperature``, ``seed``, ``max_new_tokens``, ``resume``, ``details``, ...); gamma and the pair are shared.
+    ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``, ``resume``, ``details``, ...); ``gamma`` is the rows'
+    that set none.
     Every row is checked before any model call (a bad one is refused naming its index). Rows finish on their own
     (EOS, length) and leave the batch; a row whose model fails (NaN logits) ends with ``trace.error`` while the
     others go on. Each row's tokens, sources and counts are its solo run's (position-keyed randomness)."""
@@ -367,22 +375,22 @@ def stream_batch(pair, rows, *, gamma=4):
     started = []
     for index, row in enumerate(rows):
         try:
-            started.append(start_row(pair, gamma, **row))
+            started.append(start_row(pair, **{"gamma": gamma, **row}))
         except ValueError as error:
             raise ValueError(f"row {index}: {error}") from None
     traces = [row.trace for row in started]
-    yield from mapped(decode(pair, started, gamma), lambda rows: traces)
+    yield from mapped(decode(pair, started), lambda rows: traces)
     return traces
 
 
-def decode(pair, rows, gamma, successor=lambda row: None):
+def decode(pair, rows, successor=lambda row: None):
     """The block loop over a batch of started rows: yields the rows that took each block, after it (at least one
     value, ``[]`` when nothing was left to run). When a row finishes, ``successor(row)`` may return a started row
     that joins the batch before the next block (a lane's next run). On a thread that shares batches (SHARING), the
-    rows join its running batch of this pair and gamma instead (running.py)."""
+    rows join its running batch of this pair instead (running.py)."""
     shared = getattr(SHARING, "batches", None)
     if shared is not None and not pair.compiled and not sliding_window(pair.target):
-        return (yield from shared.decode(pair, rows, gamma, successor))
+        return (yield from shared.decode(pair, rows, successor))
 
     def runnable(candidates):
         going = []
@@ -402,7 +410,7 @@ def decode(pair, rows, gamma, successor=lambda row: None):
     # or when an interleaved generator leaves its own (the app advances up to four on one thread). A bundled
     # 4-token verification with autograd recording took 107 ms against 62 ms.
     with torch.inference_mode():
-        batch = Batch(pair, going, gamma)
+        batch = Batch(pair, going)
         finished = batch.prefill()
     while True:
         with torch.inference_mode():
@@ -437,7 +445,7 @@ def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS):
         return None
 
     first = [row for row in (advance(next(waiting, None), None) for _ in range(min(width, len(lanes)))) if row]
-    yield from mapped(decode(pair, first, gamma, lambda row: advance(row.lane, row.trace)),
+    yield from mapped(decode(pair, first, lambda row: advance(row.lane, row.trace)),
                       lambda rows: [row.trace for row in rows])
     return [results[lane] for lane in range(len(lanes))]
 
@@ -469,7 +477,7 @@ def stream(pair, prompt=None, *, gamma=4, **settings):
     ``sequential=True`` runs the token-level sequential cascade instead (one position at a time, the target only
     where the rule needs it): the same tokens, another cost. A solo run is a batch of one."""
     row = start_row(pair, gamma, prompt, **settings)
-    yield from mapped(decode(pair, [row], gamma), lambda rows: solo(row.trace))
+    yield from mapped(decode(pair, [row]), lambda rows: solo(row.trace))
     return solo(row.trace)
 
 

@@ -1,10 +1,11 @@
-"""Continuous batching: the generations of one thread share a running batch per pair and gamma.
+"""Continuous batching: the generations of one thread share a running batch per pair.
 
 A server that decodes for many callers on one thread (the app's engine thread) runs them inside ``shared_batches()``
 there. Meanwhile ``engine.decode`` on that thread does not make a batch of its own: its rows join the running batch
-of their pair and gamma between two blocks (waiting while the batch holds ``width`` rows), take every block the
-batch takes, and leave it when they finish or when their caller closes its generator (Stop, a client gone). Pairs
-whose rows cannot share a batch (the compiled path, sliding-window attention) keep a batch per generation.
+of their pair (whatever gamma each asks) between two blocks (waiting while the batch holds ``width`` rows), take
+every block the batch takes, and leave it when they finish or when their caller closes its generator (Stop, a
+client gone). Pairs whose rows cannot share a batch (the compiled path, sliding-window attention) keep a batch per
+generation.
 A caller's decode, when advanced, makes the batch take its next block unless the batch already took one since the
 caller last looked, so the batch takes one block per round of its callers, and a caller who reads slowly finds its
 rows further on. Every number a row uses is its own (the batched engine's invariant, gamma "auto" chosen per row),
@@ -30,16 +31,15 @@ def shared_batches(width=MAX_BATCH_ROWS):
 
 
 class RunningBatches:
-    """The running batch of each (pair, gamma) that has rows; a batch with none left is dropped (and the pair's
-    caches with it)."""
+    """The running batch of each pair that has rows; a batch with none left is dropped (and its caches with it)."""
 
     def __init__(self, width):
         self.width, self.running = width, {}
 
-    def decode(self, pair, rows, gamma, successor):
-        key = (id(pair), gamma)
+    def decode(self, pair, rows, successor):
+        key = id(pair)
         if key not in self.running:
-            self.running[key] = RunningBatch(pair, gamma, self.width)
+            self.running[key] = RunningBatch(pair, self.width)
         batch = self.running[key]
         try:
             return (yield from batch.decode(rows, successor))
@@ -62,8 +62,8 @@ class Caller:
 class RunningBatch:
     """A batch that rows join and leave between blocks; ``blocks`` counts the blocks it has taken."""
 
-    def __init__(self, pair, gamma, width):
-        self.pair, self.gamma, self.width = pair, gamma, width
+    def __init__(self, pair, width):
+        self.pair, self.width = pair, width
         self.batch = None  # engine.Batch over the rows decoding now
         self.waiting = []  # started rows waiting for room
         self.callers = {}  # row (decoding or waiting) -> its Caller
@@ -132,7 +132,7 @@ class RunningBatch:
             joining, self.waiting = self.waiting[:room], self.waiting[room:]
             with torch.inference_mode():  # around each model call, never across a yield (engine.decode says why)
                 if not self.rows:
-                    self.batch = Batch(self.pair, joining, self.gamma)
+                    self.batch = Batch(self.pair, joining)
                     failed = self.batch.prefill()
                 else:
                     failed = self.batch.join(joining)

@@ -9,8 +9,8 @@ AUTO_GAMMAS = range(1, 7)  # what "auto" chooses from (each block length's verif
 MAX_NEW_TOKENS = 2048
 MAX_SEED = 2**63 - 1
 MAX_BATCH_ROWS = 32
-ROW_FIELDS = ("prompt", "prompt_ids", "rule", "alpha", "temperature", "seed", "max_new_tokens", "resume", "details",
-              "chat", "stop_at_eos", "sequential", "eos_token_ids", "min_new_tokens", "stop")
+ROW_FIELDS = ("prompt", "prompt_ids", "rule", "alpha", "gamma", "temperature", "seed", "max_new_tokens", "resume",
+              "details", "chat", "stop_at_eos", "sequential", "eos_token_ids", "min_new_tokens", "stop")
 # Below this a temperature cannot be computed in float32: logits / T overflow to inf and softmax gives NaN.
 MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
@@ -104,5 +104,4 @@ def check_rows(rows):
             raise ValueError(f"row {index} must be a dict of settings, got {shown(row)}")
         unknown = [key for key in row if key not in ROW_FIELDS]
         if unknown:
-            raise ValueError(f"row {index}: unknown field {shown(unknown[0])}; a row may set {', '.join(ROW_FIELDS)} "
-                             "(gamma is the batch's)")
+            raise ValueError(f"row {index}: unknown field {shown(unknown[0])}; a row may set {', '.join(ROW_FIELDS)}")

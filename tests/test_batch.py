@@ -60,6 +60,16 @@ def test_every_row_is_its_solo_run(tiny64, mixed_rows, gamma):
     assert "deferred" not in batched[2].sources
 
 
+def test_rows_set_their_own_gamma(tiny64, mixed_rows):
+    """A block drafts as far as the longest row's gamma; the others sit the last steps out, each row its own run."""
+    gammas = [1, 5, "auto", 2, 4, 3, 6, "auto", 1, 2]
+    rows = [dict(row, gamma=g) for row, g in zip(mixed_rows, gammas)]
+    batched = generate_batch(tiny64, rows, gamma=4)
+    for row, trace in zip(rows, batched):
+        same_run(trace, solo(tiny64, {k: v for k, v in row.items() if k != "gamma"}, row["gamma"]))
+        assert trace.settings["gamma"] == row["gamma"]
+
+
 def test_rows_finish_on_their_own(tiny64, mixed_rows):
     """Lengths differ: the batch shrinks as rows finish, and stream_batch shows every row after every block."""
     sizes, last = [], None

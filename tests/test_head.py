@@ -170,7 +170,7 @@ def test_loader_matches_the_format(head_pair, reference_head, prompt_ids):
     from cascade_core.engine import Batch, start_row
 
     row = start_row(head_pair, 2, prompt_ids=prompt_ids, rule="v3", alpha=0.3, seed=1, max_new_tokens=4)
-    batch = Batch(head_pair, [row], 2)
+    batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()
         first = batch.draft([[row.last]])[0][0]
@@ -342,7 +342,7 @@ def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
         trained = [head.draft_logits(h)[0] for h in unrolled(head, torch.tensor([sequence]), feats, 3)]
     t = len(prompt_ids) - 2  # the engine's history is sequence[: t + 1], its last token sequence[t + 1]
     row = start_row(head_pair, 3, prompt_ids=sequence[: t + 2], rule="v3", alpha=0.3, seed=1, max_new_tokens=4)
-    batch = Batch(head_pair, [row], 3)
+    batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()
         drafted = [batch.draft([[sequence[t + 1 + j]]])[0][0] for j in range(3)]

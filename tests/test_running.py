@@ -60,6 +60,30 @@ def test_generations_that_join_and_leave_a_running_batch_equal_their_solo_runs(t
     assert traces[1] is None
 
 
+@pytest.mark.parametrize("draft", ["model", "head"])
+def test_rows_of_different_gammas_share_one_batch_and_equal_their_solo_runs(tiny64, head64, draft):
+    """One running batch per pair: a block drafts as far as its longest row's gamma (fixed or "auto"), the others
+    sitting the last steps out, and each row's blocks are its own gamma's."""
+    pair = tiny64 if draft == "model" else head64
+    gammas = [1, 5, "auto", 3, 2, "auto"]
+    with shared_batches() as batches:
+        generations = [stream(pair, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+                       for (prompt, rule, alpha, seed, tokens), gamma in zip(RUNS, gammas)]
+        traces = interleaved(generations, start_at=[0, 0, 1, 1, 3, 4])
+        assert len(batches.running) == 0
+    for trace, run, gamma in zip(traces, RUNS, gammas):
+        same_as_solo(pair, trace, *run, gamma)
+
+
+def test_one_batch_holds_every_gamma(tiny64):
+    with shared_batches() as batches:
+        generations = [stream(tiny64, "The cat", max_new_tokens=12, gamma=gamma) for gamma in (2, 4, "auto")]
+        for steps in generations + generations[:1]:
+            next(steps)
+        assert len(batches.running) == 1 and batches.rows() == 3
+        assert len(next(iter(batches.running.values())).rows) == 3
+
+
 def test_rows_past_the_width_wait_and_join_as_others_finish(tiny64):
     with shared_batches(width=2) as batches:
         generations = [stream(tiny64, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
