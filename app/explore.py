@@ -142,9 +142,10 @@ def view_interval(tokens):
     """Seconds between two views of a streaming answer of ``tokens`` tokens: the browser draws the whole answer
     again for each (its HTML component), which takes longer as it grows and shares the machine with the engine. A
     1024-token run on the bundled pair reached "Done" in the page at 1.73x its /run time with a view every block
-    (about six a second), 1.25x with 0.25 s + 0.5 s per thousand tokens between views and 1.13x with this: a
-    quarter second, growing by a second per thousand tokens, which keeps the text moving."""
-    return 0.25 + tokens / 1000
+    (about six a second), 1.25x with 0.25 s + 0.5 s per thousand tokens between views, 1.13-1.33x with 0.25 s + 1 s
+    per thousand (1.16x once the cursor stopped blinking), and 1.13x with this: a quarter second, growing by two
+    seconds per thousand tokens (a view every 1.3 s at 512 tokens, 2.3 s at 1024), which keeps the text moving."""
+    return 0.25 + tokens / 500
 
 
 def answer_view(run, rule, alpha, running=False):
