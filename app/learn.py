@@ -10,6 +10,7 @@ import gradio as gr
 from cascade_core import RULES, mapped, stream
 from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
 from cascade_core.explain import dissect
+from cascade_core.running import OTHER_ROWS
 
 from .compare import compare_steps, label, progress_line, row_stats, tokens_asked
 from .controls import Settings
@@ -173,6 +174,10 @@ def look_for_timed(pairs, traces):
             notes.append(f"- The head proposes only the {len(vocabulary):,} tokens of its vocabulary (q = 0 "
                          f"elsewhere): {outside} of the {len(cascade.tokens)} tokens written came from outside it, "
                          "each one the target's replacement, never a kept proposal.")
+    beside = max(trace.counters.get(OTHER_ROWS, 0) for trace in traces)
+    if beside:
+        notes.append(f"- Other calls were generating meanwhile (up to {beside} of their rows in the same forwards): "
+                     "these times include their share. Run the lesson again when the server is quiet.")
     gamma = cascades[0].settings["gamma"]
     return (f"Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s, one target token "
             f"{number(1000 * one, 1)} ms.\n\n"

@@ -53,7 +53,11 @@ DEFAULTS = dict(rule="v3", alpha=0.5, threshold=0.6, **run_defaults(max_new_toke
 def done_text(lanes):
     """The status once the strategies are done, naming those the draft could not run."""
     skipped = [lane["name"] for lane in lanes if lane["totals"] is None]
+    beside = max((lane["totals"]["rows_of_other_calls"] for lane in lanes if lane["totals"]), default=0)
     return "Done: times are measured, call by call." + (
+        f" Other calls were generating meanwhile (up to {beside} of their rows in the same forwards), so these "
+        "times include their share; run again when the server is quiet to time the strategies alone."
+        if beside else "") + (
         f" Not run with an EAGLE-3 head, which reads the target's hidden states: the {' and the '.join(skipped)} "
         "(they need a draft that runs alone; choose the draft model for them)." if skipped else "")
 

@@ -18,6 +18,8 @@ import torch
 from .engine import SHARING, Batch
 from .settings import MAX_BATCH_ROWS
 
+OTHER_ROWS = "rows_of_other_calls"  # a row's counter: the most rows of other calls that took a block beside it
+
 
 @contextmanager
 def shared_batches(width=MAX_BATCH_ROWS):
@@ -143,6 +145,9 @@ class RunningBatch:
         batch; finished rows leave and their successors wait to join."""
         self._fill()
         self.stepped = [(row, self.callers[row]) for row in self.rows]
+        for row, caller in self.stepped:  # what its timings include: other calls' rows in the same forwards
+            others = sum(owner is not caller for _, owner in self.stepped)
+            row.counters[OTHER_ROWS] = max(row.counters.get(OTHER_ROWS, 0), others)
         if self.rows:
             with torch.inference_mode():
                 finished = self.batch.step()

@@ -12,6 +12,7 @@ skipped, each with the sentence that says why.
 """
 from .engine import mapped, stream
 from .head import reads_target
+from .running import OTHER_ROWS
 
 STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
 NEEDS_THE_DRAFT_ALONE = {
@@ -31,7 +32,8 @@ def lane(name, traces, extra=None):
     final = traces[-1]
     totals = dict(seconds=offset, tokens=len(final.positions),
                   target_calls=sum(t.stats["target_calls"] for t in traces),
-                  draft_calls=sum(t.stats["draft_calls"] for t in traces), **(extra or {}))
+                  draft_calls=sum(t.stats["draft_calls"] for t in traces),
+                  rows_of_other_calls=max(t.counters.get(OTHER_ROWS, 0) for t in traces), **(extra or {}))
     return dict(name=name, calls=calls, text=final.text, positions=final.positions, sources=final.sources,
                 totals=totals)
 

@@ -3,6 +3,7 @@ between blocks, and each one's tokens, sources and counts are its solo run's (fl
 import pytest
 import torch
 
+from app.strategies import done_text
 from cascade_core import finish, generate, stream, stream_batch, stream_lanes
 from cascade_core.models import tiny_pair
 from cascade_core.running import shared_batches
@@ -132,6 +133,14 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
                                             gamma=3).tokens
     for lane in strategies:  # every call on the lane's own clock, though its rows joined a batch already running
         assert 0 <= lane["calls"][0][1] and max(end for _, _, end in lane["calls"]) <= lane["totals"]["seconds"] + 1e-3
+    # their times include the other calls' rows, and say so; a call alone has none beside it
+    assert all(lane["totals"]["rows_of_other_calls"] > 0 for lane in strategies[:2])
+    assert "Other calls were generating meanwhile" in done_text(strategies)
+    assert "rows_of_other_calls" not in generate(tiny64, "Hello", max_new_tokens=4, gamma=3).counters
+    with shared_batches():
+        quiet = finish(strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, gamma=3, temperature=1.0, seed=0,
+                                      max_new_tokens=10))
+    assert all(lane["totals"]["rows_of_other_calls"] == 0 for lane in quiet) and "Other" not in done_text(quiet)
     names = [lane["name"] for lane in strategies if lane["totals"]]
     assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
     solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=10, gamma=3)
