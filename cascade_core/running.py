@@ -1,11 +1,11 @@
-"""Continuous batching: the generations of one thread share a running batch per pair.
+"""Continuous batching: the generations of one thread share a running batch per pair and size class.
 
 A server that decodes for many callers on one thread (the app's engine thread) runs them inside ``shared_batches()``
 there. Meanwhile ``engine.decode`` on that thread does not make a batch of its own: its rows join the running batch
-of their pair (whatever gamma each asks) between two blocks (waiting while the batch holds ``width`` rows), take
-every block the batch takes, and leave it when they finish or when their caller closes its generator (Stop, a
-client gone). Pairs whose rows cannot share a batch (the compiled path, sliding-window attention) keep a batch per
-generation.
+of their pair and size class (``size_class``; whatever gamma each asks) between two blocks (waiting while the batch
+holds ``width`` rows), take every block the batch takes, and leave it when they finish or when their caller closes
+its generator (Stop, a client gone). Pairs whose rows cannot share a batch (the compiled path, sliding-window
+attention) keep a batch per generation.
 A caller's decode, when advanced, makes the batch take its next block unless the batch already took one since the
 caller last looked, so the batch takes one block per round of its callers, and a caller who reads slowly finds its
 rows further on. Every number a row uses is its own (the batched engine's invariant, gamma "auto" chosen per row),
@@ -32,14 +32,25 @@ def shared_batches(width=MAX_BATCH_ROWS):
         SHARING.batches = before
 
 
+def size_class(rows):
+    """Calls asking for tokens of one order of magnitude (in powers of 4: up to 16, 64, 256, 1024, ...) share a
+    batch. A short call beside long ones then gets a batch of its own, which its caller's steps move as often as
+    the engine thread's stride scheduling gives them (a 16-token call 64 steps for each of a 1024-token call's),
+    instead of moving at the pace of a batch of many long rows: a 16-token /run took 2.85 s beside four Compare
+    calls of 6 x 1024 tokens in their batch, against 0.65 s alone (docs/app-benchmarks.md)."""
+    tokens = max(row.max_new_tokens for row in rows)
+    return ((tokens - 1).bit_length() + 1) // 2  # the smallest k with 4 ** k >= tokens
+
+
 class RunningBatches:
-    """The running batch of each pair that has rows; a batch with none left is dropped (and its caches with it)."""
+    """The running batch of each pair and size class that has rows; a batch with none left is dropped (and its
+    caches with it)."""
 
     def __init__(self, width):
         self.width, self.running = width, {}
 
     def decode(self, pair, rows, successor):
-        key = id(pair)
+        key = (id(pair), size_class(rows))
         if key not in self.running:
             self.running[key] = RunningBatch(pair, self.width)
         batch = self.running[key]

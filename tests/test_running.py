@@ -10,8 +10,9 @@ from cascade_core.running import shared_batches
 from cascade_core.strategies import strategy_steps
 
 COUNTS = ("target_calls", "draft_calls")
-RUNS = [("The cat", "v3", 0.5, 0, 40), ("Once upon a time", "chow", 0.3, 1, 12), ("2 plus 3 is", "lossless", 0.0, 2, 30),
-        ("x", "opt", 0.2, 3, 25), ("Hello", "target", 0.0, 4, 9), ("Tell me", "diff", 0.1, 5, 33)]
+# (prompt, rule, alpha, seed, tokens): tokens of one size class (17 to 64), which share a batch
+RUNS = [("The cat", "v3", 0.5, 0, 40), ("Once upon a time", "chow", 0.3, 1, 18), ("2 plus 3 is", "lossless", 0.0, 2, 30),
+        ("x", "opt", 0.2, 3, 25), ("Hello", "target", 0.0, 4, 19), ("Tell me", "diff", 0.1, 5, 33)]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,19 @@ def test_one_batch_holds_every_gamma(tiny64):
         assert len(next(iter(batches.running.values())).rows) == 3
 
 
+def test_calls_of_another_size_class_get_a_batch_of_their_own(tiny64):
+    """A short call beside long ones decodes in a batch of its own size class, which its steps move."""
+    with shared_batches() as batches:
+        short, long_ = (stream(tiny64, "The cat", max_new_tokens=n, gamma=3) for n in (12, 200))
+        next(long_)
+        next(short)
+        assert len(batches.running) == 2 and sorted(len(b.rows) for b in batches.running.values()) == [1, 1]
+        trace = finish(short)
+        assert len(batches.running) == 1
+        long_.close()
+    same_as_solo(tiny64, trace, "The cat", "v3", 0.3, 0, 12, 3)
+
+
 def test_rows_past_the_width_wait_and_join_as_others_finish(tiny64):
     with shared_batches(width=2) as batches:
         generations = [stream(tiny64, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
@@ -122,7 +136,7 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
         generations = [stream_batch(tiny64, rows, gamma=3),
                        stream_lanes(tiny64, [lane("The cat", [0.2, 0.6]), lane("Once", [0.3, 0.9])], gamma=3, width=1),
                        strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, gamma=3, temperature=1.0, seed=0,
-                                      max_new_tokens=10),
+                                      max_new_tokens=20),
                        stream(tiny64, "Why", rule="chow", alpha=0.4, seed=9, max_new_tokens=30, gamma=3)]
         batch, lanes, strategies, alone = interleaved(generations, start_at=[0, 1, 2, 3])
     for trace, run in zip(batch, RUNS[:3]):
@@ -139,11 +153,11 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
     assert "rows_of_other_calls" not in generate(tiny64, "Hello", max_new_tokens=4, gamma=3).counters
     with shared_batches():
         quiet = finish(strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, gamma=3, temperature=1.0, seed=0,
-                                      max_new_tokens=10))
+                                      max_new_tokens=20))
     assert all(lane["totals"]["rows_of_other_calls"] == 0 for lane in quiet) and "Other" not in done_text(quiet)
     names = [lane["name"] for lane in strategies if lane["totals"]]
     assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
-    solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=10, gamma=3)
+    solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=20, gamma=3)
     assert [lane["text"] for lane in strategies][2:] == [solo.text, solo.text]
     same_as_solo(tiny64, alone, "Why", "chow", 0.4, 9, 30, 3)
 
