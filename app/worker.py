@@ -10,15 +10,16 @@ docs/app-benchmarks.md; an earlier measurement that found one engine thread fast
 its own). Where the app is launched without blocking (tests, benchmarks, a ZeroGPU worker), the engine starts a
 thread of its own.
 
-A call's rows join the running batch of their pair (any gamma) between two blocks and leave it when they finish or
-the call goes (cascade_core.running), so concurrent calls share every forward instead of each making its own. A
-call's step is its next value, after at most one block of its batch. Steps are ordered by stride scheduling over
-the tokens each call may generate (what orders calls in different batches): a call's steps are placed at its start
-on the engine's clock, then one ``size`` (its tokens asked) apart, and the waiting step placed earliest goes next.
-Calls of one size take turns; a call of 32 tokens beside one of 1024 gets 32 steps for each of the other's, and a
-call that arrives late neither waits for one that came before it nor holds it back. Between two steps of the call
-it just served, the thread gives that call GRACE seconds to ask for its next step (its handler sends the previous
-one on first), so that it is not overtaken in that moment.
+A call's rows join the running batch of their pair and size class (any gamma) between two blocks and leave it when
+they finish or the call goes (cascade_core.running), so concurrent calls share every forward instead of each making
+its own. A call's step is its next value, after at most one block of its batch. Steps are ordered by stride
+scheduling over the tokens each call may generate (what orders calls in different batches: a short call's batch
+beside long ones): a call's steps are placed at its start on the engine's clock, then one ``size`` (its tokens
+asked) apart, and the waiting step placed earliest goes next. Calls of one size take turns; a call of 32 tokens
+beside one of 1024 gets 32 steps for each of the other's, and a call that arrives late neither waits for one that
+came before it nor holds it back. Where the call it just served would go strictly first with its next step, the
+thread gives it GRACE seconds to ask for it (its handler sends the previous one on first), so that it is not
+overtaken in that moment.
 """
 import itertools
 import math
