@@ -1,5 +1,6 @@
 """All of the app's model work on one long-lived thread (``python app.py``'s main thread, once the server runs),
-with every core; every generation on it decodes in the running batch of its pair, which concurrent calls share.
+with every core; every generation on it decodes in the running batch of its pair and size, which concurrent calls
+share.
 
 torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio runs each handler on whichever
 worker thread is free: advancing every generation on one thread keeps one pool. Which thread matters: on the 2-core
@@ -119,7 +120,7 @@ class EngineThread:
 
     def _serve(self):
         torch.set_num_threads(engine_threads())
-        with shared_batches():  # every call's rows decode in the running batch of their pair
+        with shared_batches():  # every call's rows decode in the running batch of their pair and size
             self._run_steps()
 
     def _run_steps(self):

@@ -25,7 +25,7 @@ from .trace import Block, Detokenizer, Trace, source_under
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
 # A thread whose ``batches`` is set (running.shared_batches) decodes every generation in the running batch of its
-# pair, which the thread's other generations share; elsewhere each generation has a batch of its own.
+# pair and size class, which the thread's other generations share; elsewhere each generation has a batch of its own.
 SHARING = threading.local()
 OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices
 
@@ -387,7 +387,7 @@ def decode(pair, rows, successor=lambda row: None):
     """The block loop over a batch of started rows: yields the rows that took each block, after it (at least one
     value, ``[]`` when nothing was left to run). When a row finishes, ``successor(row)`` may return a started row
     that joins the batch before the next block (a lane's next run). On a thread that shares batches (SHARING), the
-    rows join its running batch of this pair instead (running.py)."""
+    rows join its running batch of this pair and size class instead (running.py)."""
     shared = getattr(SHARING, "batches", None)
     if shared is not None and not pair.compiled and not sliding_window(pair.target):
         return (yield from shared.decode(pair, rows, successor))
