@@ -9,6 +9,7 @@ from functools import partial
 from app import build_app, launch
 from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
+from cascade_core.engine import measure_auto_prices
 from cascade_core.models import load_pair, pair_spec
 
 
@@ -62,8 +63,13 @@ def main(argv=None):
         print("public mode: others can reach this app, so it loads only allow-listed models "
               "(--trust-visitors turns this off)", file=sys.stderr)
     pairs = PairCache(public=public, loader=partial(load_pair, compiled=args.compile))
-    try:  # load before serving, so the first Run streams at once; failures are shown again in the page
-        pairs.get(spec)
+    # Load the pair and measure gamma "auto"'s prices before serving, so that the first Run streams at once and no
+    # call waits for the measurement (on a Space a GPU call measures them, on the GPU; the compiled path takes a fixed
+    # gamma). Failures are shown again in the page.
+    try:
+        pair = pairs.get(spec)
+        if not on_space() and not pair.compiled:
+            measure_auto_prices(pair)
     except ValueError as error:
         print(f"warning: {error}", file=sys.stderr)
     launch(build_app(spec, public=public, pairs=pairs), host=args.host, port=args.port, share=args.share)

@@ -113,11 +113,9 @@ class Batch:
                       CachedModel(pair.draft, "draft", pair.vocab_size, counters, compiled.get("draft"), length))
 
     def price(self, rows):
-        """gamma "auto" prices blocks with the pair's calls and engine time per block: measured before its first
-        row reads anything (once per pair), so that no row's clock counts it."""
+        """gamma "auto"'s prices, measured before its first row reads anything, so that no row's clock counts them."""
         if any(row.gamma == AUTO for row in rows):
-            measure_prices(self.pair, AUTO_GAMMAS)
-            measure_overhead(self.pair)
+            measure_auto_prices(self.pair)
 
     def prefill(self):
         """Both models read every row's history; returns the rows whose prefill failed (they leave the batch)."""
@@ -214,6 +212,14 @@ class Batch:
             model.keep_rows(going)
             model.settle()
         self.rows = [self.rows[i] for i in going]
+
+
+def measure_auto_prices(pair):
+    """What gamma "auto" prices blocks with: the pair's calls and the engine's own time per block, measured once per
+    pair (a server measures them before it serves: the bundled pair's took 4.7 s, which the first call of gamma
+    "auto" would otherwise spend while every other call waits)."""
+    measure_prices(pair, AUTO_GAMMAS)
+    measure_overhead(pair)
 
 
 def measure_overhead(pair, blocks=8, gamma=4):
