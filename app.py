@@ -11,6 +11,8 @@ from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
 from cascade_core.engine import measure_auto_prices
 from cascade_core.models import load_pair, pair_spec
+from cascade_core.prices import missing_prices
+from cascade_core.settings import AUTO_GAMMAS
 
 
 def parse_args(argv=None):
@@ -68,7 +70,7 @@ def main(argv=None):
     # gamma). Failures are shown again in the page.
     try:
         pair = pairs.get(spec)
-        if not on_space() and not pair.compiled:
+        if not on_space() and missing_prices(pair, AUTO_GAMMAS):
             measure_auto_prices(pair)
     except ValueError as error:
         print(f"warning: {error}", file=sys.stderr)

@@ -10,8 +10,9 @@ import gradio as gr
 
 from cascade_core import MAX_GAMMA, RULES, Trace, stream
 from cascade_core.costs import expected_speedup, priced_speedup
+from cascade_core.engine import measure_auto_prices
 from cascade_core.explain import deferred, explain
-from cascade_core.prices import measure_prices, measured_prices, missing_prices
+from cascade_core.prices import measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
 
 from .controls import (APP_MAX_NEW_TOKENS, Settings, alpha_slider, alpha_slider_range, cost_presets, rule_changed,
@@ -280,7 +281,7 @@ class ExploreHandlers:
         if missing_prices(pair, AUTO_GAMMAS):
             yield status_only("Measuring this pair's calls on this machine (once; the cost model prices blocks with "
                               "them)…")
-            ENGINE.call(measure_prices, pair, AUTO_GAMMAS)
+            ENGINE.call(measure_auto_prices, pair)
         return pair
 
     def _stream(self, trace_iter, s, cost_ratio, pair):

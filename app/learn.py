@@ -19,6 +19,7 @@ from .links import PRESS_JS, Linked, restore_outputs, restored
 from .options import GENERATING, INSTANT, QUEUED_INSTANT, example_prompts
 from .pairs import pair_default_draft
 from .sandbox import START, SandboxHandlers
+from .strategies import other_calls_note
 from .streaming import warns_in_page
 from .tradeoff import TradeoffHandlers
 from .viz.compare import compare_html
@@ -176,8 +177,7 @@ def look_for_timed(pairs, traces):
                          "each one the target's replacement, never a kept proposal.")
     beside = max(trace.counters.get(OTHER_ROWS, 0) for trace in traces)
     if beside:
-        notes.append(f"- Other calls were generating meanwhile (up to {beside} of their rows in the same forwards): "
-                     "these times include their share. Run the lesson again when the server is quiet.")
+        notes.append(f"- {other_calls_note(beside)}")
     gamma = cascades[0].settings["gamma"]
     return (f"Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s, one target token "
             f"{number(1000 * one, 1)} ms.\n\n"

@@ -3,6 +3,7 @@ run for real, on one clock."""
 import gradio as gr
 
 from cascade_core import mapped
+from cascade_core.running import OTHER_ROWS
 from cascade_core.strategies import STRATEGIES, strategy_steps
 from cascade_core.values import is_number, shown
 
@@ -50,14 +51,18 @@ def checked_threshold(threshold):
 DEFAULTS = dict(rule="v3", alpha=0.5, threshold=0.6, **run_defaults(max_new_tokens=48, auto_gamma=True))  # and the API's
 
 
+def other_calls_note(rows):
+    """What times measured on a busy server include: ``rows``, the most rows of other calls that shared a block
+    (cascade_core.running's OTHER_ROWS); nothing when none did."""
+    return (f"Other calls were generating meanwhile (up to {rows} of their rows in the same forwards), so these times "
+            "include their share; run again when the server is quiet to time these runs alone." if rows else "")
+
+
 def done_text(lanes):
     """The status once the strategies are done, naming those the draft could not run."""
     skipped = [lane["name"] for lane in lanes if lane["totals"] is None]
-    beside = max((lane["totals"]["rows_of_other_calls"] for lane in lanes if lane["totals"]), default=0)
-    return "Done: times are measured, call by call." + (
-        f" Other calls were generating meanwhile (up to {beside} of their rows in the same forwards), so these "
-        "times include their share; run again when the server is quiet to time the strategies alone."
-        if beside else "") + (
+    beside = max((lane["totals"][OTHER_ROWS] for lane in lanes if lane["totals"]), default=0)
+    return "Done: times are measured, call by call." + (f" {other_calls_note(beside)}" if beside else "") + (
         f" Not run with an EAGLE-3 head, which reads the target's hidden states: the {' and the '.join(skipped)} "
         "(they need a draft that runs alone; choose the draft model for them)." if skipped else "")
 

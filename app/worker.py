@@ -65,8 +65,8 @@ class EngineThread:
 
     def serve_here(self):
         """Serve on the calling thread until interrupted (instead of a thread of its own; False at once where the
-        thread already serves): the main thread of ``python app.py`` once the server runs. torch's OpenMP team belongs to the thread that made it, and the
-        first team in a process is the fast one: on the 2-core Xeon a thread's team made after the main thread's
+        thread already serves): the main thread of ``python app.py`` once the server runs. torch's OpenMP team
+        belongs to the thread that made it, and the first team in a process is the fast one: on the 2-core Xeon a thread's team made after the main thread's
         (which loaded the pair) ran a 1-token matmul 3x slower."""
         with self._ready:
             if self._pid == os.getpid():  # a call came first and started the thread: it goes on serving

@@ -11,6 +11,7 @@ caller last looked, so the batch takes one block per round of its callers, and a
 rows further on. Every number a row uses is its own (the batched engine's invariant, gamma "auto" chosen per row),
 so a row's tokens, sources and counts are its solo run's whoever else is decoding.
 """
+from collections import Counter
 from contextlib import contextmanager
 
 import torch
@@ -156,8 +157,9 @@ class RunningBatch:
         batch; finished rows leave and their successors wait to join."""
         self._fill()
         self.stepped = [(row, self.callers[row]) for row in self.rows]
+        per_caller = Counter(caller for _, caller in self.stepped)
         for row, caller in self.stepped:  # what its timings include: other calls' rows in the same forwards
-            others = sum(owner is not caller for _, owner in self.stepped)
+            others = len(self.stepped) - per_caller[caller]
             row.counters[OTHER_ROWS] = max(row.counters.get(OTHER_ROWS, 0), others)
         if self.rows:
             with torch.inference_mode():

@@ -33,7 +33,7 @@ def lane(name, traces, extra=None):
     totals = dict(seconds=offset, tokens=len(final.positions),
                   target_calls=sum(t.stats["target_calls"] for t in traces),
                   draft_calls=sum(t.stats["draft_calls"] for t in traces),
-                  rows_of_other_calls=max(t.counters.get(OTHER_ROWS, 0) for t in traces), **(extra or {}))
+                  **{OTHER_ROWS: max(t.counters.get(OTHER_ROWS, 0) for t in traces)}, **(extra or {}))
     return dict(name=name, calls=calls, text=final.text, positions=final.positions, sources=final.sources,
                 totals=totals)
 
