@@ -9,7 +9,7 @@ from functools import partial
 from app import build_app, launch
 from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
-from cascade_core.engine import measure_auto_prices
+from cascade_core.batch import measure_auto_prices
 from cascade_core.models import load_pair, pair_spec
 from cascade_core.prices import missing_prices
 from cascade_core.settings import AUTO_GAMMAS

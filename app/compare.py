@@ -76,7 +76,8 @@ def compare_steps(pairs, settings):
     the traces, in row order, growing together, after every round of blocks and returns them."""
     specs = list(dict.fromkeys(s.pair_spec for s in settings))
     going = {spec: stream_batch(pairs.get(spec), [dict(prompt=s.prompt, **s.row_kwargs())
-                                                  for s in settings if s.pair_spec == spec], gamma=settings[0].gamma)
+                                                  for s in settings if s.pair_spec == spec], gamma=settings[0].gamma,
+                              batches=ENGINE.batches)
              for spec in specs}
     latest = {}
     while going:
@@ -92,12 +93,12 @@ def compare_steps(pairs, settings):
 
 
 def runnable(pairs, rows):
-    """(the rows that can run, {row number: why not} for the rest): draft-only needs a draft that runs alone, and an
-    EAGLE-3 head reads the target's hidden states. With nothing left to run, the sentence is the error."""
-    skipped = {i: f"row {i} ({row.name}) needs a draft that runs alone, and this row's draft is an EAGLE-3 head, "
-                  "which reads the target's hidden states; choose the draft model for it"
-               for i, row in enumerate(rows, 1)
-               if row.settings.rule == "draft" and pairs.get(row.settings.pair_spec).draft_kind == "head"}
+    """(the rows that can run, {row number: why not} for the rest): draft-only needs a draft that runs alone (an
+    EAGLE-3 head reads the target's hidden states). With nothing left to run, the sentence is the error."""
+    drafting = {i: pairs.get(row.settings.pair_spec).drafting for i, row in enumerate(rows, 1)}
+    skipped = {i: f"row {i} ({row.name}) needs a draft that runs alone, and this row's draft is "
+                  f"{drafting[i].described}; choose the draft model for it"
+               for i, row in enumerate(rows, 1) if row.settings.rule == "draft" and not drafting[i].runs_alone}
     if len(skipped) == len(rows):
         raise ValueError(next(iter(skipped.values())))
     return [row for i, row in enumerate(rows, 1) if i not in skipped], skipped
@@ -204,7 +205,8 @@ class CompareHandlers:
                 s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                          max_new_tokens, 0, draft=row_drafts(draft)[0])
                 pilot = None
-                pilot_steps = stream(self.pairs.get(s.pair_spec), s.prompt, **s.engine_kwargs())
+                pilot_steps = stream(self.pairs.get(s.pair_spec), s.prompt, batches=ENGINE.batches,
+                                     **s.engine_kwargs())
                 for pilot in ENGINE.iterate(pilot_steps, s.max_new_tokens):
                     yield [gr.skip()] * (2 * MAX_ROWS)
             except ValueError as error:

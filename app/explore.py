@@ -10,7 +10,7 @@ import gradio as gr
 
 from cascade_core import MAX_GAMMA, RULES, Trace, stream
 from cascade_core.costs import expected_speedup, priced_speedup
-from cascade_core.engine import measure_auto_prices
+from cascade_core.batch import measure_auto_prices
 from cascade_core.explain import deferred, explain
 from cascade_core.prices import measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
@@ -363,7 +363,7 @@ class ExploreHandlers:
                                  auto_gamma=True, draft=draft)
         loaded = yield from self._load(s.pair_spec)
         s = s.for_pair(loaded)
-        yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
+        yield from self._stream(stream(loaded, s.prompt, batches=ENGINE.batches, **s.engine_kwargs()), s, cost_ratio, loaded)
 
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["pair_spec"], a["draft"]))
@@ -380,7 +380,7 @@ class ExploreHandlers:
         loaded = yield from self._load(s.pair_spec)
         s = s.for_pair(loaded)
         if not s.same_text_inputs(run.trace, run.pair_spec) or run.trace.settings["gamma"] != s.gamma:
-            yield from self._stream(stream(loaded, s.prompt, **s.engine_kwargs()), s, cost_ratio, loaded)
+            yield from self._stream(stream(loaded, s.prompt, batches=ENGINE.batches, **s.engine_kwargs()), s, cost_ratio, loaded)
             return
         old = run.trace.settings
         _, first_changed = run.trace.recolour(s.rule, s.alpha)
@@ -389,7 +389,7 @@ class ExploreHandlers:
                 yield status_only("Nothing changed since the last run.")
             return
         start = len(run.trace.positions) if first_changed is None else first_changed
-        resumed = stream(loaded, resume=(run.trace, start), **s.engine_kwargs())
+        resumed = stream(loaded, resume=(run.trace, start), batches=ENGINE.batches, **s.engine_kwargs())
         yield from self._stream(resumed, s, cost_ratio, loaded)
 
     def stop(self, request: gr.Request = None):
@@ -456,7 +456,7 @@ class ExploreHandlers:
     @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _trace_messages(self, s):
         pair = self.pairs.get(s.pair_spec)
-        steps = stream(pair, s.prompt, **s.for_pair(pair).engine_kwargs())
+        steps = stream(pair, s.prompt, batches=ENGINE.batches, **s.for_pair(pair).engine_kwargs())
         yield from progress_messages(steps, s.max_new_tokens, lambda trace: {"tokens": len(trace.positions),
                                                                              "max_new_tokens": s.max_new_tokens},
                                      Trace.to_dict)

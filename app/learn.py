@@ -163,16 +163,16 @@ def look_for_timed(pairs, traces):
         measured = cascade.stats["tokens_per_second"] / target.stats["tokens_per_second"]
         draft, verify = per_call(cascade, "draft"), per_call(cascade, "target")
         priced = priced_speedup(a, gamma, one, draft, verify)
-        kind = "EAGLE-3 head" if pair.draft_kind == "head" else "draft model"
+        kind = pair.drafting.label
         lines.append(f"| {kind} | {number(cascade.stats['tokens_per_second'], 1)} | {number(measured, 2)}x | "
                      f"{number(1000 * draft, 1)} ms (c = {number(draft / one, 2)}) | {number(verify / one, 2)} | "
                      f"{number(a, 2)} | "
                      f"{number(priced, 2)}x | {number(expected_speedup(a, gamma, draft / one, gamma + 1), 2)}x |")
         notes.append(f"- With the {kind}: {pays(a, gamma, verify / one)}")
-        if pair.draft_kind == "head":
-            vocabulary = set(pair.draft.token_ids.tolist())
+        vocabulary = pair.drafting.vocabulary(pair.draft)
+        if vocabulary is not None:
             outside = sum(token not in vocabulary for token in cascade.tokens)
-            notes.append(f"- The head proposes only the {len(vocabulary):,} tokens of its vocabulary (q = 0 "
+            notes.append(f"- The {kind} proposes only the {len(vocabulary):,} tokens of its vocabulary (q = 0 "
                          f"elsewhere): {outside} of the {len(cascade.tokens)} tokens written came from outside it, "
                          "each one the target's replacement, never a kept proposal.")
     beside = max(trace.counters.get(OTHER_ROWS, 0) for trace in traces)
@@ -291,7 +291,8 @@ class LearnHandlers:
         for s in settings:
             pairs.append(self.pairs.get(s.pair_spec))
             drafts = [None] + [f"{p.draft_kind} draft" for p in pairs[1:]]
-            for trace in ENGINE.iterate(stream(pairs[-1], s.prompt, **s.engine_kwargs()), s.max_new_tokens):
+            for trace in ENGINE.iterate(stream(pairs[-1], s.prompt, batches=ENGINE.batches, **s.engine_kwargs()),
+                                        s.max_new_tokens):
                 yield rows_html(traces + [trace], drafts), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
             traces.append(trace)
         yield rows_html(traces, drafts), gr.skip(), LOOK_FOR + lesson.look(pairs, traces)

@@ -88,7 +88,7 @@ class StrategiesHandlers:
         """The four strategies block by block (cascade_core.strategies.strategy_steps)."""
         pair = self.pairs.get(s.pair_spec)
         kwargs = {k: v for k, v in s.for_pair(pair).engine_kwargs().items() if k not in ("rule", "alpha", "chat")}
-        return strategy_steps(pair, s.prompt, s.rule, s.alpha, threshold, **kwargs)
+        return strategy_steps(pair, s.prompt, s.rule, s.alpha, threshold, batches=ENGINE.batches, **kwargs)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: RUNS * a["max_new_tokens"],

@@ -89,7 +89,7 @@ class TradeoffHandlers:
         item = dict(prompt=s.prompt, prompt_id="0", category=None, reference=None, answer=None)
         return sweep_steps(s.pair_spec, [item], rules, alphas, [s.seed], gamma=s.gamma, temperature=s.temperature,
                            max_new_tokens=s.max_new_tokens, share_prefix=share_prefix,
-                           pair=self.pairs.get(s.pair_spec))
+                           pair=self.pairs.get(s.pair_spec), batches=ENGINE.batches)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu(lambda a: runs_asked(a["rules"], parse_alphas(a["alphas"])) * a["max_new_tokens"],

@@ -32,7 +32,7 @@ from operator import itemgetter
 
 import torch
 
-from cascade_core.running import shared_batches
+from cascade_core.running import RunningBatches
 
 GRACE = 0.05
 
@@ -55,6 +55,9 @@ class EngineThread:
         self._ready, self._pid, self._order = threading.Condition(), None, itertools.count()
         self._clock = 0.0  # the place of the last step run
         self._waiting = []  # (place, order, future, fn, args, call, stride): steps asked for, not yet run
+        # the running batches every call's generations decode in (handed to each: ``batches=ENGINE.batches``),
+        # used on this thread only
+        self.batches = RunningBatches()
 
     def _serving(self):
         """Start the thread in this process (again in a forked worker, as on a ZeroGPU Space)."""
@@ -120,10 +123,6 @@ class EngineThread:
 
     def _serve(self):
         torch.set_num_threads(engine_threads())
-        with shared_batches():  # every call's rows decode in the running batch of their pair and size
-            self._run_steps()
-
-    def _run_steps(self):
         last = None
         while True:
             place, _, future, fn, args, call, stride = self._next(last)

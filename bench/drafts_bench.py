@@ -25,7 +25,7 @@ from bench.engine_bench import hf_generate, ours  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
 from bench.speedup_bench import label  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
-from cascade_core.engine import encode_prompt  # noqa: E402
+from cascade_core.rows import encode_prompt  # noqa: E402
 from cascade_core.head import new_head  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.prices import calls_seconds, measure_prices, measured_prices  # noqa: E402

@@ -22,7 +22,7 @@ from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.compiled import compile_pair  # noqa: E402
 from cascade_core.costs import expected_speedup, priced_speedup  # noqa: E402
-from cascade_core.engine import encode_prompt  # noqa: E402
+from cascade_core.rows import encode_prompt  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 
 PROMPTS = ["Who is Buzz Aldrin?", "Explain why the sky is blue.", "Write a short poem about autumn leaves."]

@@ -84,9 +84,6 @@ class CachedModel:
         self.model, self.role, self.vocab_size, self.counters = model, role, vocab_size, list(counters)
         self.compiled, self.block, self.feature_layers = compiled, block, tuple(feature_layers)
         self.features = [None] * len(self.counters)
-        if compiled and len(self.counters) > 1:
-            raise ValueError(f"the compiled static-cache path decodes one row at a time, not {len(self.counters)}; "
-                             "load the pair without compile for batches")
         self.cache = compiled.cache(cache_length) if compiled else DynamicCache(config=model.config)
         if len(self.counters) > 1 and sliding_window(model, self.cache):
             raise ValueError(f"{model.config.name_or_path or 'this model'} uses sliding-window attention, which "
@@ -246,6 +243,22 @@ class CachedModel:
         self.counters += newcomers.counters
         self.origins += newcomers.origins
         return errors
+
+    def state(self):
+        """Its rows' state, to undo a call that failed part-way (``restore``): the cache's layers are kept by
+        reference, since a dynamic cache only ever replaces its tensors (and a static one writes past its length);
+        ``valid`` is copied, since ``forget`` writes it in place."""
+        return (self.cache, [dict(vars(layer)) for layer in self.cache.layers], self.valid.clone(),
+                [list(p) for p in self.pending], list(self.counters), list(self.features), list(self.origins),
+                self.seconds)
+
+    def restore(self, state):
+        self.cache, layers, valid, pending, counters, features, origins, self.seconds = state
+        for layer, saved in zip(self.cache.layers, layers):
+            vars(layer).clear()
+            vars(layer).update(saved)
+        self.valid, self.pending = valid.clone(), [list(p) for p in pending]
+        self.counters, self.features, self.origins = list(counters), list(features), list(origins)
 
     def keep_rows(self, rows):
         """Only the given rows go on (the others finished)."""

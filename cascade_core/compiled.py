@@ -9,8 +9,6 @@ from dataclasses import replace
 import torch
 from transformers import StaticCache
 
-from .head import reads_target
-
 CACHE_LENGTHS = (512, 1024, 2048, 4096, 8192)  # one compiled graph per length used: a few sizes, not every length
 
 
@@ -31,8 +29,8 @@ class CompiledModel:
 def compile_pair(pair):
     """A copy of the pair (the same models) with compiled forwards for both (``pair.compiled``): the engine then
     decodes with static caches. Compiling happens on each model's first call of each shape."""
-    if reads_target(pair.draft):
-        raise ValueError("compiled=True compiles an independent draft's forward; this pair's draft is an EAGLE-3 head, "
-                         "which decodes eagerly (load it without compiled=True)")
+    if not pair.drafting.compiles:
+        raise ValueError(f"compiled=True compiles an independent draft's forward; this pair's draft is "
+                         f"{pair.drafting.described}, and decodes eagerly (load it without compiled=True)")
     return replace(pair, compiled={"target": CompiledModel(pair.target), "draft": CompiledModel(pair.draft)},
                    prices={})  # its calls cost what the compiled path costs

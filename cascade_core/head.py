@@ -8,9 +8,8 @@ target id offsets); q is zero outside that vocabulary. The layer (``Midlayer``):
 
     x = cat(input_layernorm(embed), hidden_norm(g));  h = g + o_proj(attn(x));  h = h + mlp(post_norm(h))
 
-``HeadDraft`` is the engine's draft for it: the same calls as an independent draft's cached model (propose one
-token at a time, forget), plus ``catch_up``: after a verification it forgets its own drafted entries and re-reads
-the kept positions with the target's true features on the next block's first step.
+This module is the head's format (the module, reading and writing the published files); how the engine drafts
+with it is cascade_core/head_draft.py.
 """
 import json
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .cached import CachedModel, cache_argument, hole_mask
+from .cached import cache_argument, hole_mask
 from .draft import scattered
 from .values import shown
 
@@ -36,24 +35,6 @@ def is_head_config(config):
     """Whether a config.json (a dict) describes an EAGLE-3 head."""
     names = config.get("architectures") or []
     return any("eagle3" in name.lower() for name in names) or "eagle_config" in config
-
-
-def reads_target(draft):
-    """Whether a pair's draft is a head (it drafts from the target's features) rather than a model of its own."""
-    return isinstance(draft, Eagle3Head)
-
-
-def check_alone(draft, rule, sequential):
-    """A head cannot decode without the target: refuse the settings that need the draft alone, in one sentence."""
-    if not reads_target(draft):
-        return
-    if rule == "draft":
-        raise ValueError("rule 'draft' (draft-only) needs a draft that runs alone, and this pair's draft is an "
-                         "EAGLE-3 head, which reads the target's hidden states; load the pair with draft='model'")
-    if sequential:
-        raise ValueError("sequential=True calls the target only where the rule defers, and this pair's draft is an "
-                         "EAGLE-3 head, which needs the target's hidden states at every position; load the pair "
-                         "with draft='model'")
 
 
 def default_aux_layers(target_layers):
@@ -290,73 +271,3 @@ def save_head(head, folder, meta=None):
         if value.is_floating_point():
             tensors[name] = tensors[name].to(torch.float16)
     save_file(tensors, folder / HEAD_FILES[0], metadata={"meta": json.dumps(meta or {})})
-
-
-# --- the engine's draft ---------------------------------------------------------------------------------------
-
-class HeadDraft:
-    """The engine's draft for a head: a cached model over the head that reads the target's features.
-
-    Per row it keeps ``carry``: the g of each slot of the row's next call, which reads the ids still pending in the
-    cached model and then the row's input. After the target reads a row's history, the head reads (features_t,
-    token t + 1) for all but the last position and carries the last feature; each drafting step reads (g, x) and
-    carries its own output h; ``catch_up`` forgets the block's drafted entries and carries the target's features of
-    the kept positions, whose ids the cached model reads with the next block's first input in one call."""
-
-    def __init__(self, head, target, vocab_size, counters):
-        self.head, self.target = head, target  # target: the CachedModel whose calls hand over the features
-        self.cached = CachedModel(head, "draft", vocab_size, counters)
-        self.carry = [None] * len(counters)  # per row: ("features" or "hidden", [k, width]), k = pending ids + 1
-
-    model = property(lambda self: self.head)
-    seconds = property(lambda self: self.cached.seconds)
-
-    def _read(self, sequences, read):
-        """Prefill or join: each row reads its history's pairs but the last; the last feature is carried. A row the
-        target read nothing of (a one-token prompt, or a failed prefill) starts from g = 0."""
-        features = self.target.features
-        sequences = [s if f is not None else [] for s, f in zip(sequences, features)]
-        extra = [{"features": f[:-1]} if s else None for s, f in zip(sequences, features)]
-        carry = [("features", f[-1:]) if s else None for s, f in zip(sequences, features)]
-        return carry, read([list(s[1:]) for s in sequences], extra)
-
-    def prefill(self, sequences):
-        self.carry, errors = self._read(sequences, self.cached.prefill)
-        return errors
-
-    def join(self, sequences, counters):
-        carry, errors = self._read(sequences, lambda seqs, extra: self.cached.join(seqs, counters, extra))
-        self.carry += carry
-        return errors
-
-    def __call__(self, inputs):
-        """One drafting step: each feeding row reads its pending ids and its input with the carried g."""
-        kinds = {self.carry[r][0] for r, ids in enumerate(inputs) if ids and self.carry[r] is not None}
-        if len(kinds) > 1:  # rows at different steps of a block never share a call: the engine keeps them in step
-            raise RuntimeError("rows at different drafting steps in one head call")
-        kind = kinds.pop() if kinds else "hidden"
-        extra = [{kind: self.carry[r][1]} if ids and self.carry[r] is not None else None
-                 for r, ids in enumerate(inputs)]
-        logits = self.cached(inputs, extra)
-        for r, ids in enumerate(inputs):
-            if ids:
-                self.carry[r] = ("hidden", self.cached.features[r][-1:])
-        return logits
-
-    def catch_up(self, row, drafted, emitted):
-        """After row's verification: its ``drafted`` steps' own entries go but the first (it read true features);
-        the kept positions' true features (the target's, from this block's pass) are carried for the next block."""
-        if not drafted:
-            return
-        self.cached.forget(row, drafted - 1)
-        # the target read [last, x_0 .. x_{m-2}]: features for m slots, paired with x_0 .. x_{m-1}, the last of
-        # which is the row's next input
-        self.cached.pending[row] = list(emitted[:-1])
-        self.carry[row] = ("features", self.target.features[row][: len(emitted)])
-
-    def keep_rows(self, rows):
-        self.cached.keep_rows(rows)
-        self.carry = [self.carry[r] for r in rows]
-
-    def settle(self):
-        self.cached.settle()

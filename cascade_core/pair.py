@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .head import reads_target
+from .drafts import kind_of
 
 
 @dataclass
@@ -22,9 +22,14 @@ class Pair:
     prices: dict = field(default_factory=dict, repr=False)  # measured call seconds by (role, tokens): prices.py
 
     @property
+    def drafting(self):
+        """The Draft implementation for this pair's draft (cascade_core/drafts.py): what it can do, and how it drafts."""
+        return kind_of(self.draft)
+
+    @property
     def draft_kind(self):
         """'head' where the draft reads the target's hidden states (EAGLE-3), 'model' where it runs alone."""
-        return "head" if reads_target(self.draft) else "model"
+        return self.drafting.name
 
 
 def eos_ids(tokenizer, model):

@@ -11,15 +11,13 @@
 skipped, each with the sentence that says why.
 """
 from .engine import mapped, stream
-from .head import reads_target
 from .running import OTHER_ROWS
 
 STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
 NEEDS_THE_DRAFT_ALONE = {
-    "cascade": "the cascade lets the draft answer alone, and this pair's draft is an EAGLE-3 head, which reads the "
-               "target's hidden states",
+    "cascade": "the cascade lets the draft answer alone, and this pair's draft is {described}",
     "sequential cascade": "the sequential cascade calls the target only where the rule defers, and this pair's "
-                          "draft is an EAGLE-3 head, which needs the target's hidden states at every position",
+                          "draft is {described} at every position",
 }
 
 
@@ -38,22 +36,23 @@ def lane(name, traces, extra=None):
                 totals=totals)
 
 
-def skipped(name):
+def skipped(name, drafting):
     """A strategy this pair's draft cannot run: no calls, no text, and why."""
     return dict(name=name, calls=[], text="", positions=[], sources=[], totals=None,
-                skipped=NEEDS_THE_DRAFT_ALONE[name])
+                skipped=NEEDS_THE_DRAFT_ALONE[name].format(described=drafting.described))
 
 
-def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
+def strategy_steps(pair, prompt, rule, alpha, threshold, batches=None, **settings):
     """The four lanes (see the module's docstring) for one prompt, block by block: yields (strategy, the growing
     Trace, the list of lanes finished so far, which grows as they finish) after every block and returns the lanes;
-    ``settings``: gamma, temperature, seed, max_new_tokens as for generate."""
+    ``settings``: gamma, temperature, seed, max_new_tokens as for generate; ``batches``: as for stream."""
     lanes = []
 
     def run(strategy, **kwargs):
-        return mapped(stream(pair, prompt, **settings, **kwargs), lambda trace: (strategy, trace, lanes))
+        return mapped(stream(pair, prompt, batches=batches, **settings, **kwargs),
+                      lambda trace: (strategy, trace, lanes))
 
-    alone = not reads_target(pair.draft)
+    alone = pair.drafting.runs_alone
     if alone:
         drafted = yield from run("cascade", rule="draft", alpha=0.0)
         confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
@@ -61,10 +60,10 @@ def strategy_steps(pair, prompt, rule, alpha, threshold, **settings):
         lanes.append(lane("cascade", cascade, dict(confidence=confidence, threshold=threshold,
                                                    deferred=len(cascade) > 1)))
     else:
-        lanes.append(skipped("cascade"))
+        lanes.append(skipped("cascade", pair.drafting))
     lanes.append(lane("speculative decoding", [(yield from run("speculative decoding", rule="lossless", alpha=0.0))]))
     lanes.append(lane("speculative cascade", [(yield from run("speculative cascade", rule=rule, alpha=alpha))]))
     lanes.append(lane("sequential cascade", [(yield from run("sequential cascade", rule=rule, alpha=alpha,
                                                               sequential=True))]) if alone else
-                 skipped("sequential cascade"))
+                 skipped("sequential cascade", pair.drafting))
     return lanes

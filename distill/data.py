@@ -12,7 +12,7 @@ import torch
 from transformers import StaticCache
 
 from cascade_core.cached import cache_argument
-from cascade_core.engine import encode_prompt
+from cascade_core.rows import encode_prompt
 
 from .precision import bfloat16_is_faster
 

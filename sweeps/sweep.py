@@ -19,12 +19,12 @@ def chain_key(row):
     return row["prompt_id"], row["rule"], row["seed"]
 
 
-def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes=MAX_BATCH_ROWS):
+def pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes=MAX_BATCH_ROWS, batches=None):
     """Positions of one lossless run per prompt (seed 0; ``lanes`` of them side by side), each holding a* of every
     rule; yields the running Traces after every block."""
     runs = [one_run(dict(prompt=item["prompt"], rule=PILOT_RULE, alpha=0.0, temperature=temperature, seed=0,
                          max_new_tokens=max_new_tokens)) for item in prompts]
-    traces = yield from stream_lanes(pair, runs, gamma=gamma, width=lanes)
+    traces = yield from stream_lanes(pair, runs, gamma=gamma, width=lanes, batches=batches)
     return [pos for trace in traces for pos in trace.positions]
 
 
@@ -77,14 +77,14 @@ def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), **options):
 
 def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, temperature=1.0,
                 max_new_tokens=64, share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None,
-                lanes=LANES):
+                lanes=LANES, batches=None):
     """A sweep block by block: yields a Progress after every block of the pilot and of each chain run here (on Ray,
     nothing until every chain is back) and returns the rows. ``prompts``: dicts as load_prompts makes them;
     ``alphas``: 'auto:N' or a list, checked against each rule's range; ``out``: a folder that keeps rows.jsonl
     (resumable) and sweep.json; ``ray``/``ray_address``: run the chains on a local Ray instance or an existing
     cluster; ``progress(done, total, rows)``: called as chains finish; ``pair``: an already loaded pair
     (in-process only); ``lanes``: how many chains (and pilot runs) decode side by side in one batch (1: one after
-    another)."""
+    another); ``batches``: the RunningBatches to decode in (a server's; by default the sweep's own)."""
     rules, seeds = list(rules), list(seeds)
     check(rules, seeds, gamma, temperature, max_new_tokens)
     lanes = whole_number(lanes, "lanes", 1, MAX_BATCH_ROWS)
@@ -98,7 +98,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     chains = [(item, rule, seed) for item in prompts for rule in rules for seed in seeds]
     positions = []
     if needs_pilot(rules, alphas):
-        pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes)
+        pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes, batches)
         positions = yield from mapped(pilot, lambda traces: Progress("pilot", 0, len(chains), traces))
     per_rule = alphas_per_rule(rules, alphas, positions)
     done = {}
@@ -127,7 +127,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
         chain_lanes = [reporting(chain_lane(pair, item, rule, per_rule[rule], seed, temperature, max_new_tokens,
                                             share_prefix), finished) for item, rule, seed in todo]
         measure_prices(pair, [gamma])  # before any run's clock starts (the rows' projected speed-ups)
-        steps = stream_lanes(pair, chain_lanes, gamma=gamma, width=lanes)
+        steps = stream_lanes(pair, chain_lanes, gamma=gamma, width=lanes, batches=batches)
         yield from mapped(steps, lambda traces: Progress("chain", len(done), len(chains), traces,
                                                           tuple(r for rows in done.values() for r in rows)))
     rows = [r for item, rule, seed in chains for r in done[item["prompt_id"], rule, seed]]

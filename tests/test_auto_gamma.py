@@ -6,7 +6,7 @@ import pytest
 
 from cascade_core import generate
 from cascade_core.costs import best_gamma, priced_speedup
-from cascade_core.engine import PRIOR_ACCEPTANCE, PRIOR_WEIGHT
+from cascade_core.batch import PRIOR_ACCEPTANCE, PRIOR_WEIGHT
 from cascade_core.settings import AUTO_GAMMAS
 from cascade_core.prices import block_prices, measured_prices
 

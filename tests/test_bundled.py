@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cascade_core import generate
-from cascade_core.engine import encode_prompt
+from cascade_core.rows import encode_prompt
 
 PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about the sea.", "List three prime numbers."]
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cascade_core import RULES, generate, load_pair
-from cascade_core.engine import encode_prompt
+from cascade_core.rows import encode_prompt
 from cascade_core.models import tiny_pair
 from reference import reference_generate
 from test_exactness import ALPHA, N

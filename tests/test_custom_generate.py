@@ -98,7 +98,7 @@ def test_a_left_padded_batch_keeps_its_layout_and_runs_as_one_batch(pair, monkey
     output[:, width:] the new tokens, finished rows padded with pad_token_id."""
     prompts, input_ids, attention_mask = left_padded(
         pair, ("Who is Buzz Aldrin?", "The cascade", "A somewhat longer prompt than the others"))
-    from cascade_core.engine import Batch
+    from cascade_core.batch import Batch
 
     batches = []
     start = Batch.__init__

@@ -7,7 +7,7 @@ import torch
 from cascade_core.draft import build_draft, load_draft
 from distill import data
 from distill.train import agreement, collate, held_out_set, round_prompts, train
-from cascade_core.engine import encode_prompt
+from cascade_core.rows import encode_prompt
 from cascade_core.models import tiny_pair
 
 

@@ -167,7 +167,8 @@ def reference_head(head_folder, tiny64):
 def test_loader_matches_the_format(head_pair, reference_head, prompt_ids):
     """The loaded head's first q of a block (and a chained one) against the numpy forward written from the
     format; the float16 file's weights are what both read."""
-    from cascade_core.engine import Batch, start_row
+    from cascade_core.batch import Batch
+    from cascade_core.rows import start_row
 
     row = start_row(head_pair, 2, prompt_ids=prompt_ids, rule="v3", alpha=0.3, seed=1, max_new_tokens=4)
     batch = Batch(head_pair, [row])
@@ -330,7 +331,8 @@ def test_bundled_pair_refuses_an_unknown_draft_kind():
 def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
     """distill's unrolled steps at base t are the engine's block drafted after t with the true tokens: step 1 reads
     the target's features (the block's first proposal), step j the head's own output, under the training mask."""
-    from cascade_core.engine import Batch, start_row
+    from cascade_core.batch import Batch
+    from cascade_core.rows import start_row
     from distill.head import unrolled
 
     head, target = head_pair.draft, head_pair.target

@@ -1,12 +1,12 @@
-"""Continuous batching (cascade_core.running): generations on one thread share a running batch, join and leave it
-between blocks, and each one's tokens, sources and counts are its solo run's (float64)."""
+"""The block loop (cascade_core.running): generations handed one RunningBatches share a running batch, join and
+leave it between blocks, and each one's tokens, sources and counts are its solo run's (float64)."""
 import pytest
 import torch
 
 from app.strategies import done_text
 from cascade_core import finish, generate, stream, stream_batch, stream_lanes
 from cascade_core.models import tiny_pair
-from cascade_core.running import shared_batches
+from cascade_core.running import RunningBatches
 from cascade_core.strategies import strategy_steps
 
 COUNTS = ("target_calls", "draft_calls")
@@ -51,11 +51,11 @@ def interleaved(generations, start_at, close_at=None):
 @pytest.mark.parametrize("draft", ["model", "head"])
 def test_generations_that_join_and_leave_a_running_batch_equal_their_solo_runs(tiny64, head64, draft, gamma):
     pair = tiny64 if draft == "model" else head64
-    with shared_batches() as batches:
-        generations = [stream(pair, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
-                       for prompt, rule, alpha, seed, tokens in RUNS]
-        traces = interleaved(generations, start_at=[0, 0, 2, 5, 5, 9], close_at={1: 3})
-        assert batches.rows() == 0 and not batches.running  # every row left; the empty batch went
+    batches = RunningBatches()
+    generations = [stream(pair, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+                   for prompt, rule, alpha, seed, tokens in RUNS]
+    traces = interleaved(generations, start_at=[0, 0, 2, 5, 5, 9], close_at={1: 3})
+    assert batches.rows() == 0 and not batches.running  # every row left; the empty batch went
     for trace, run in zip(traces, RUNS):
         if trace is not None:
             same_as_solo(pair, trace, *run, gamma)
@@ -68,48 +68,48 @@ def test_rows_of_different_gammas_share_one_batch_and_equal_their_solo_runs(tiny
     sitting the last steps out, and each row's blocks are its own gamma's."""
     pair = tiny64 if draft == "model" else head64
     gammas = [1, 5, "auto", 3, 2, "auto"]
-    with shared_batches() as batches:
-        generations = [stream(pair, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
-                       for (prompt, rule, alpha, seed, tokens), gamma in zip(RUNS, gammas)]
-        traces = interleaved(generations, start_at=[0, 0, 1, 1, 3, 4])
-        assert len(batches.running) == 0
+    batches = RunningBatches()
+    generations = [stream(pair, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+                   for (prompt, rule, alpha, seed, tokens), gamma in zip(RUNS, gammas)]
+    traces = interleaved(generations, start_at=[0, 0, 1, 1, 3, 4])
+    assert len(batches.running) == 0
     for trace, run, gamma in zip(traces, RUNS, gammas):
         same_as_solo(pair, trace, *run, gamma)
 
 
 def test_one_batch_holds_every_gamma(tiny64):
-    with shared_batches() as batches:
-        generations = [stream(tiny64, "The cat", max_new_tokens=12, gamma=gamma) for gamma in (2, 4, "auto")]
-        for steps in generations + generations[:1]:
-            next(steps)
-        assert len(batches.running) == 1 and batches.rows() == 3
-        assert len(next(iter(batches.running.values())).rows) == 3
+    batches = RunningBatches()
+    generations = [stream(tiny64, "The cat", batches=batches, max_new_tokens=12, gamma=gamma) for gamma in (2, 4, "auto")]
+    for steps in generations + generations[:1]:
+        next(steps)
+    assert len(batches.running) == 1 and batches.rows() == 3
+    assert len(next(iter(batches.running.values())).rows) == 3
 
 
 def test_calls_of_another_size_class_get_a_batch_of_their_own(tiny64):
     """A short call beside long ones decodes in a batch of its own size class, which its steps move."""
-    with shared_batches() as batches:
-        short, long_ = (stream(tiny64, "The cat", max_new_tokens=n, gamma=3) for n in (12, 200))
-        next(long_)
-        next(short)
-        assert len(batches.running) == 2 and sorted(len(b.rows) for b in batches.running.values()) == [1, 1]
-        trace = finish(short)
-        assert len(batches.running) == 1
-        long_.close()
+    batches = RunningBatches()
+    short, long_ = (stream(tiny64, "The cat", batches=batches, max_new_tokens=n, gamma=3) for n in (12, 200))
+    next(long_)
+    next(short)
+    assert len(batches.running) == 2 and sorted(len(b.rows) for b in batches.running.values()) == [1, 1]
+    trace = finish(short)
+    assert len(batches.running) == 1
+    long_.close()
     same_as_solo(tiny64, trace, "The cat", "v3", 0.3, 0, 12, 3)
 
 
 def test_rows_past_the_width_wait_and_join_as_others_finish(tiny64):
-    with shared_batches(width=2) as batches:
-        generations = [stream(tiny64, prompt, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
-                       for prompt, rule, alpha, seed, tokens in RUNS]
-        for steps in generations:  # the first starts the batch; the others arrive while it runs and wait
-            next(steps)
-        width = lambda: sum(len(b.rows) for b in batches.running.values())  # noqa: E731
-        assert width() == 1 and batches.rows() == len(RUNS)
-        next(generations[0])  # its next block: the rows that arrived join it, up to the width
-        assert width() == 2 and batches.rows() == len(RUNS)
-        traces = [finish(steps) for steps in generations]
+    batches = RunningBatches(width=2)
+    generations = [stream(tiny64, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
+                   for prompt, rule, alpha, seed, tokens in RUNS]
+    for steps in generations:  # the first starts the batch; the others arrive while it runs and wait
+        next(steps)
+    width = lambda: sum(len(b.rows) for b in batches.running.values())  # noqa: E731
+    assert width() == 1 and batches.rows() == len(RUNS)
+    next(generations[0])  # its next block: the rows that arrived join it, up to the width
+    assert width() == 2 and batches.rows() == len(RUNS)
+    traces = [finish(steps) for steps in generations]
     for trace, run in zip(traces, RUNS):
         same_as_solo(tiny64, trace, *run, 3)
 
@@ -132,13 +132,14 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
             previous = trace
         return traces
 
-    with shared_batches():
-        generations = [stream_batch(tiny64, rows, gamma=3),
-                       stream_lanes(tiny64, [lane("The cat", [0.2, 0.6]), lane("Once", [0.3, 0.9])], gamma=3, width=1),
-                       strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, gamma=3, temperature=1.0, seed=0,
-                                      max_new_tokens=20),
-                       stream(tiny64, "Why", rule="chow", alpha=0.4, seed=9, max_new_tokens=30, gamma=3)]
-        batch, lanes, strategies, alone = interleaved(generations, start_at=[0, 1, 2, 3])
+    batches = RunningBatches()
+    generations = [stream_batch(tiny64, rows, gamma=3, batches=batches),
+                   stream_lanes(tiny64, [lane("The cat", [0.2, 0.6]), lane("Once", [0.3, 0.9])], gamma=3, width=1,
+                                batches=batches),
+                   strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, batches=batches, gamma=3, temperature=1.0, seed=0,
+                                  max_new_tokens=20),
+                   stream(tiny64, "Why", batches=batches, rule="chow", alpha=0.4, seed=9, max_new_tokens=30, gamma=3)]
+    batch, lanes, strategies, alone = interleaved(generations, start_at=[0, 1, 2, 3])
     for trace, run in zip(batch, RUNS[:3]):
         same_as_solo(tiny64, trace, *run, 3)
     for prompt, alphas, traces in (("The cat", [0.2, 0.6], lanes[0]), ("Once", [0.3, 0.9], lanes[1])):
@@ -151,9 +152,9 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
     assert all(lane["totals"]["rows_of_other_calls"] > 0 for lane in strategies[:2])
     assert "Other calls were generating meanwhile" in done_text(strategies)
     assert "rows_of_other_calls" not in generate(tiny64, "Hello", max_new_tokens=4, gamma=3).counters
-    with shared_batches():
-        quiet = finish(strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, gamma=3, temperature=1.0, seed=0,
-                                      max_new_tokens=20))
+    batches = RunningBatches()
+    quiet = finish(strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, batches=batches, gamma=3, temperature=1.0, seed=0,
+                                  max_new_tokens=20))
     assert all(lane["totals"]["rows_of_other_calls"] == 0 for lane in quiet) and "Other" not in done_text(quiet)
     names = [lane["name"] for lane in strategies if lane["totals"]]
     assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
@@ -171,10 +172,12 @@ def test_pairs_whose_rows_cannot_share_a_batch_keep_one_per_generation(tiny64, m
     windowed = MistralForCausalLM(MistralConfig(vocab_size=98, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                                 num_attention_heads=2, num_key_value_heads=1, sliding_window=8))
     assert sliding_window(windowed) and not sliding_window(tiny64.target)
-    monkeypatch.setattr("cascade_core.engine.sliding_window", lambda model: True)
-    with shared_batches() as batches:
-        steps = stream(tiny64, "The cat", max_new_tokens=12, gamma=3)
-        next(steps)
-        assert not batches.running
-        trace = finish(steps)
+    monkeypatch.setattr("cascade_core.running.sliding_window", lambda model: True)
+    batches = RunningBatches()
+    steps, other = (stream(tiny64, "The cat", batches=batches, max_new_tokens=12, gamma=3) for _ in range(2))
+    next(steps)
+    next(other)
+    assert len(batches.running) == 2 and [len(b.rows) for b in batches.running.values()] == [1, 1]
+    trace = finish(steps)
+    other.close()
     same_as_solo(tiny64, trace, "The cat", "v3", 0.3, 0, 12, 3)

@@ -1,0 +1,46 @@
+"""A chain proposal, and drafting one: what both of today's drafts do in step 1 of a block."""
+from dataclasses import dataclass
+
+import torch
+
+from .cached import finite
+from .sampling import DRAFT, sample_inverse_cdf, untempered_and_tempered
+
+
+@dataclass
+class Proposal:
+    """A row's proposals x_0 .. x_{n-1} with q_j of each: ``q`` tempered (what the rule and the verification read),
+    ``q_untempered`` (temperature 1: the records and the rules' confidence)."""
+
+    tokens: list
+    q_untempered: torch.Tensor  # [n, V]
+    q: torch.Tensor  # [n, V]
+
+    def target_inputs(self, last):
+        """What the target reads to score every proposal in one pass: [last, x_0 .. x_{n-2}]."""
+        return [last] + self.tokens[:-1]
+
+
+def propose_chain(step, model, rows, lengths, uniforms):
+    """Every row samples x_0 .. x_{n-1} autoregressively, x_j from q_j with position j's draft uniform; rows step
+    together, one forward per position (``step(inputs)``: one draft call, per row its ids or [] to sit out). A row
+    whose logits are broken fails (its sentence in its trace) and draws no further. Returns per row a Proposal, or
+    None for rows that draw nothing."""
+    x, untempered, tempered = [[] for _ in rows], [[] for _ in rows], [[] for _ in rows]
+    for j in range(max(lengths, default=0)):
+        feeding = [j < n and not row.trace.finished for row, n in zip(rows, lengths)]
+        logits = step([[x[r][-1] if x[r] else row.last] if feeding[r] else [] for r, row in enumerate(rows)])
+        for r, row in enumerate(rows):
+            if not feeding[r]:
+                continue
+            try:
+                q_logits = row.allowed(finite(logits[r], model), len(row.trace.positions) + j)
+                q_untempered, q = untempered_and_tempered(q_logits, row.temperature)
+            except ValueError as error:
+                row.fail(error)
+                continue
+            x[r].append(int(sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])[0]))
+            untempered[r].append(q_untempered)
+            tempered[r].append(q)
+    return [Proposal(x[r], torch.cat(untempered[r]), torch.cat(tempered[r])) if x[r] else None
+            for r in range(len(rows))]
