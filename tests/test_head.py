@@ -174,8 +174,8 @@ def test_loader_matches_the_format(head_pair, reference_head, prompt_ids):
     batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()
-        first = batch.draft([[row.last]])[0][0]
-        second = batch.draft([[5]])[0][0]
+        first = batch.draft.step([[row.last]])[0][0]
+        second = batch.draft.step([[5]])[0][0]
     expected = block_qs(reference_head, head_pair.target, prompt_ids, [5], head_pair.vocab_size)
     for got, want in zip((first, second), expected):
         want = torch.tensor(want)
@@ -347,7 +347,7 @@ def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
     batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()
-        drafted = [batch.draft([[sequence[t + 1 + j]]])[0][0] for j in range(3)]
+        drafted = [batch.draft.step([[sequence[t + 1 + j]]])[0][0] for j in range(3)]
     for j, logits in enumerate(drafted):
         assert torch.allclose(logits[head.token_ids], trained[j][t], atol=1e-9, rtol=0), f"step {j + 1}"
 
