@@ -12,12 +12,13 @@ from cascade_core.values import shown
 from sweeps.alphas import auto_alphas
 from sweeps.quality import target_nll, target_probabilities
 
-from .controls import Settings, check_budget, draft_control, run_controls, run_defaults
-from .explore import NOT_OPENED, opened_in_explore
+from .controls import check_budget, draft_control, run_controls, run_defaults
+from .explore_layout import NOT_OPENED, opened_in_explore
 from .gpu import gpu
-from .links import LinkField, Linked, listed, number
+from .links import LinkField, Linked, listed
 from .options import GENERATING, INSTANT, example_prompts
 from .pairs import DRAFT_CHOICES, drafts_with_a_head, pair_default_draft
+from .settings import AppSettings, number
 from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.compare import compare_html, compare_stats_markdown
 from .viz.format import html_text
@@ -52,7 +53,7 @@ def row_drafts(draft):
 class Row:
     """A Compare row: its run's settings, the draft it runs with and its name on the page."""
 
-    settings: Settings
+    settings: AppSettings
     draft: str
     name: str
 
@@ -75,7 +76,7 @@ def compare_steps(pairs, settings):
     pairs (one row per draft) make two batches, which take a block each in turn. ``pairs``: a PairCache. Yields all
     the traces, in row order, growing together, after every round of blocks and returns them."""
     specs = list(dict.fromkeys(s.pair_spec for s in settings))
-    going = {spec: stream_batch(pairs.get(spec), [dict(prompt=s.prompt, **s.row_kwargs())
+    going = {spec: stream_batch(pairs.get(spec), [dict(prompt=s.prompt, settings=s)
                                                   for s in settings if s.pair_spec == spec], gamma=settings[0].gamma,
                               batches=ENGINE.batches)
              for spec in specs}
@@ -164,7 +165,7 @@ class CompareHandlers:
         drafts, rows, seen = row_drafts(draft), [], {}
         for i, rule, alpha in cells:
             try:
-                runs = [Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                runs = [AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                              max_new_tokens, seed, draft=each) for each in drafts]
             except ValueError as error:
                 raise ValueError(f"row {i}: {error}") from None
@@ -202,11 +203,11 @@ class CompareHandlers:
         rows = PRESETS.get(name, [])
         if rows is None:
             try:
-                s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
+                s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                          max_new_tokens, 0, draft=row_drafts(draft)[0])
                 pilot = None
                 pilot_steps = stream(self.pairs.get(s.pair_spec), s.prompt, batches=ENGINE.batches,
-                                     **s.engine_kwargs())
+                                     settings=s)
                 for pilot in ENGINE.iterate(pilot_steps, s.max_new_tokens):
                     yield [gr.skip()] * (2 * MAX_ROWS)
             except ValueError as error:
@@ -318,8 +319,9 @@ def build_compare(handlers, explore, tabs, values):
                                            min_width=80))
             gamma, temperature, max_new_tokens, seed = run_controls(values)
             cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01,
-                                   label="c for the paper's speed-up estimate (a verification priced as one target "
-                                         "token; Explore prices a run with this machine's measured calls)")
+                                   label="c for the cost model's speed-up (Leviathan et al.'s (2023) estimate, a "
+                                         "verification priced as one target token; Explore prices a run with this "
+                                         "machine's measured calls)")
             run = gr.Button("Compare", variant="primary", elem_id="compare-run")
             status = gr.Markdown("", elem_id="compare-status")
         with gr.Column(scale=2):

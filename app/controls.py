@@ -1,14 +1,12 @@
-"""What the controls mean for the engine: the alpha slider's range per rule, and the settings a run uses."""
+"""What the controls mean for the engine: the alpha slider's range per rule, the request's token budget and the run
+controls every tab lays out (the settings they make: app/settings.py)."""
 import json
 import math
-from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from cascade_core import RULES, get_rule
-from cascade_core.models import with_draft
-from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, check_prompt, gamma_value, temperature_value, whole_number
-from cascade_core.values import is_finite_number, shown
+from cascade_core import RULES
+from cascade_core.settings import MAX_GAMMA
 
 from .pairs import DRAFT_CHOICES
 
@@ -88,70 +86,6 @@ def rule_changed(rule, alpha):
     """The alpha slider follows the rule's natural range (alpha-free rules disable it); the rule's
     one-line explanation is shown under it. Outputs: alpha slider, rule explanation."""
     return gr.update(**alpha_slider_props(rule, alpha)), rule_info(rule)
-
-
-# gamma "auto" where a pair decodes on the compiled path, whose every block length is a graph of its own: the fastest
-# fixed gamma at the app's defaults on the 2-core EPYC (docs/benchmarks.md, the speed-up table).
-COMPILED_GAMMA = 3
-
-
-@dataclass(frozen=True)
-class Settings:
-    """One run's inputs as the page holds them; ``pair_spec`` names the model pair, its draft included ('tiny',
-    'head -> bundled', 'draft -> target')."""
-
-    prompt: str
-    pair_spec: str
-    chat: bool
-    rule: str
-    alpha: float
-    gamma: int
-    temperature: float
-    max_new_tokens: int
-    seed: int
-
-    @classmethod
-    def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                    auto_gamma=False, draft=None):
-        """Checked as the engine checks them, so the page and the API say the same about a bad value.
-        ``auto_gamma``: gamma may be "auto" (0 on Explore's slider), as a solo run can re-choose it per block;
-        ``draft``: the draft chosen beside the pair ('model', 'head', or a folder or id: models.with_draft)."""
-        get_rule(rule).check_alpha(alpha)
-        return cls(check_prompt(prompt), with_draft(pair_spec, draft), bool(chat), rule, float(alpha),
-                   explore_gamma(gamma) if auto_gamma else whole_number(gamma, "gamma", 1, MAX_GAMMA),
-                   temperature_value(temperature),
-                   whole_number(max_new_tokens, "max_new_tokens", 1, APP_MAX_NEW_TOKENS),
-                   whole_number(seed, "seed", 0, MAX_SEED))
-
-    def for_pair(self, pair):
-        """These settings as ``pair`` runs them: on the compiled path gamma "auto" is COMPILED_GAMMA."""
-        return replace(self, gamma=COMPILED_GAMMA) if self.gamma == AUTO and pair.compiled else self
-
-    def row_kwargs(self):
-        """A row of a batch (the batch holds gamma)."""
-        return dict(rule=self.rule, alpha=self.alpha, temperature=self.temperature, seed=self.seed,
-                    max_new_tokens=self.max_new_tokens, chat=self.chat)
-
-    def engine_kwargs(self):
-        return dict(self.row_kwargs(), gamma=self.gamma)
-
-    def same_text_inputs(self, trace, pair_spec):
-        """Whether a trace was made from the same prompt and sampling inputs (rule, alpha and gamma aside)."""
-        s = trace.settings
-        return (trace.prompt == self.prompt and pair_spec == self.pair_spec and s["chat"] == self.chat
-                and s["temperature"] == self.temperature and s["seed"] == self.seed
-                and s["max_new_tokens"] == self.max_new_tokens)
-
-
-def explore_gamma(value):
-    """Explore's gamma: a whole number from 1 to MAX_GAMMA, or "auto" (0 on its slider)."""
-    if is_finite_number(value) and value == 0:
-        return AUTO
-    try:
-        return gamma_value(value)
-    except ValueError:
-        raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA}, or 0 or \"auto\" for the cost "
-                         f"model's choice, got {shown(value)}") from None
 
 
 def run_defaults(max_new_tokens, auto_gamma=False):

@@ -7,7 +7,8 @@ from urllib.parse import parse_qsl
 import gradio as gr
 
 from .compare import CompareHandlers, build_compare, compare_linked
-from .explore import ExploreHandlers, build_explore
+from .explore import ExploreHandlers
+from .explore_layout import build_explore
 from .lazy_tabs import add_view_states, lazy_tab
 from .learn import LearnHandlers, build_learn, learn_linked
 from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
@@ -46,66 +47,21 @@ def build_app(pair_spec=None, public=None, pairs=None):
     pairs = pairs or PairCache(public=public)
     demo = gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False)
     unread = functools.partial(unread_messages, demo)
-    handlers = ExploreHandlers(pairs, pair_spec, unread=unread)
-    compare, tradeoff = CompareHandlers(pairs, pair_spec, unread), TradeoffHandlers(pairs, pair_spec, unread)
-    sandbox, strategies = SandboxHandlers(), StrategiesHandlers(pairs, pair_spec, unread)
+    handlers = dict(explore=ExploreHandlers(pairs, pair_spec, unread=unread),
+                    compare=CompareHandlers(pairs, pair_spec, unread), tradeoff=TradeoffHandlers(pairs, pair_spec, unread),
+                    sandbox=SandboxHandlers(), strategies=StrategiesHandlers(pairs, pair_spec, unread))
+    handlers["learn"] = LearnHandlers(pairs, pair_spec, handlers["tradeoff"])
     with demo:
-        # The API first, so that no page event's default name can take one of its names.
-        gr.api(handlers.api_run, api_name="run", **API)
-        gr.api(compare.api_compare, api_name="compare", **API)
-        gr.api(tradeoff.api_frontier, api_name="frontier", **API)
-        # no model: outside the queue, so that it answers even while the queue is full
-        gr.api(sandbox.api_sandbox, api_name="sandbox", concurrency_limit=None, queue=False)
-        gr.api(strategies.api_strategies, api_name="strategies", **API)
+        register_apis(handlers)  # first, so that no page event's default name can take one of its names
         gr.Markdown("# Speculative Cascades Explorer\nA small *draft* model proposes tokens, a large *target* model "
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
                     "decision apart in the **Sandbox**, put four **Strategies** on one clock, or **Learn** the rules "
                     "in six short lessons.")
-        with gr.Row(elem_id="link-row"):
-            lessons = gr.Button("New here? Six short lessons →", size="sm", variant="primary",
-                                elem_id="start-lessons", scale=0, min_width=230)
-            copy = gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210)
-            runs = gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,
-                               container=False)
-            link = gr.Textbox(label="Link to this view", show_label=False,
-                              placeholder="the link of the tab on screen, with its settings", lines=1, max_lines=1,
-                              container=False, elem_id="link", scale=3)
-        link_status = gr.Markdown("", elem_id="link-status")
-        # the Run button a link presses (a selector) and the page's query (read in the browser)
-        press, query = (gr.Textbox(visible=False) for _ in range(2))
-        restore_button = gr.Button("restore the link's view", elem_id="restore-link", elem_classes=["offscreen"])
-        # the tabs after Explore are drawn when first opened (app.lazy_tabs), each in the view a link or a lesson asks
-        draft = pair_default_draft(pair_spec)
-        later = add_view_states([compare_linked(draft), tradeoff_linked(draft), sandbox_linked(), strategies_linked(draft),
-                                 learn_linked()])
-        with gr.Tabs(elem_id="tabs") as tabs:
-            with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
-                explore = build_explore(handlers, pair_spec, public)
-                copy_link_button(explore.linked, explore.linked.fields, runs, link)
-            linked = [explore.linked, *later[:4]]
-            lazy_tab("Compare", linked[1], lambda values: build_compare(compare, explore, tabs, values), runs, link)
-            lazy_tab("Trade-off", linked[2], lambda values: build_tradeoff(tradeoff, explore, tabs, values), runs,
-                     link)
-            lazy_tab("Sandbox", linked[3], lambda values: build_sandbox(sandbox, explore, values), runs, link)
-            lazy_tab("Strategies", linked[4], lambda values: build_strategies(strategies, values), runs, link)
-            learn, opened, lessons_run = later[4], list(linked), LearnHandlers(pairs, pair_spec, tradeoff)
-            linked.append(learn)
-            lazy_tab("Learn", learn, lambda values: build_learn(lessons_run, opened, tabs, link_status, press, values),
-                     runs, link)
-
-        lessons.click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
-
-        def restore(query):
-            """A link's view: its tab and controls, and the Run button to press when it says run=1."""
-            return restored(dict(parse_qsl(query.lstrip("?"), keep_blank_values=True)), linked)
-
-        # Only a page opened with a query asks the server (the load event presses the hidden restore button, whose
-        # event reads the query in the browser): a plain page load makes no call.
-        demo.load(None, js="() => { if (window.location.search) document.querySelector('#restore-link')?.click(); }")
-        restore_button.click(restore, query, restore_outputs(linked, tabs, link_status, press),
-                             js="() => window.location.search", **QUEUED_INSTANT).then(None, press, press, js=PRESS_JS)
-        copy.click(None, js=COPY_TAB_ON_SCREEN_JS)
+        share = share_row()
+        tabs, linked = build_tabs(handlers, pair_spec, public, share)
+        share["lessons"].click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
+        wire_links(demo, linked, tabs, share)
 
         def forget_session(request: gr.Request):
             """A closed page: free its session's state (its runs) now rather than when it has been idle for hours."""
@@ -114,6 +70,75 @@ def build_app(pair_spec=None, public=None, pairs=None):
 
         demo.unload(forget_session)
     return demo
+
+
+def register_apis(handlers):
+    """An API per tab (Learn's lessons run the other tabs' calls)."""
+    gr.api(handlers["explore"].api_run, api_name="run", **API)
+    gr.api(handlers["compare"].api_compare, api_name="compare", **API)
+    gr.api(handlers["tradeoff"].api_frontier, api_name="frontier", **API)
+    # no model: outside the queue, so that it answers even while the queue is full
+    gr.api(handlers["sandbox"].api_sandbox, api_name="sandbox", concurrency_limit=None, queue=False)
+    gr.api(handlers["strategies"].api_strategies, api_name="strategies", **API)
+
+
+def share_row():
+    """The lessons' button and the link row (copy a link to this view, whether opening it runs it), the link's
+    message, and the hidden parts a link's restore uses."""
+    with gr.Row(elem_id="link-row"):
+        share = dict(lessons=gr.Button("New here? Six short lessons →", size="sm", variant="primary",
+                                       elem_id="start-lessons", scale=0, min_width=230),
+                     copy=gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210),
+                     runs=gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,
+                                      container=False),
+                     link=gr.Textbox(label="Link to this view", show_label=False, lines=1, max_lines=1,
+                                     placeholder="the link of the tab on screen, with its settings", container=False,
+                                     elem_id="link", scale=3))
+    share["status"] = gr.Markdown("", elem_id="link-status")
+    # the Run button a link presses (a selector) and the page's query (read in the browser)
+    share["press"], share["query"] = (gr.Textbox(visible=False) for _ in range(2))
+    share["restore"] = gr.Button("restore the link's view", elem_id="restore-link", elem_classes=["offscreen"])
+    return share
+
+
+def build_tabs(handlers, pair_spec, public, share):
+    """The six tabs; the ones after Explore drawn when first opened (app.lazy_tabs), each in the view a link or a
+    lesson asks for. Returns the Tabs and every tab's Linked."""
+    draft, runs, link = pair_default_draft(pair_spec), share["runs"], share["link"]
+    later = add_view_states([compare_linked(draft), tradeoff_linked(draft), sandbox_linked(), strategies_linked(draft),
+                             learn_linked()])
+    with gr.Tabs(elem_id="tabs") as tabs:
+        with gr.Tab("Explore", id="explore", elem_id="tab-explore"):
+            explore = build_explore(handlers["explore"], pair_spec, public)
+            copy_link_button(explore.linked, explore.linked.fields, runs, link)
+        linked = [explore.linked, *later[:4]]
+        lazy_tab("Compare", linked[1], lambda values: build_compare(handlers["compare"], explore, tabs, values), runs,
+                 link)
+        lazy_tab("Trade-off", linked[2], lambda values: build_tradeoff(handlers["tradeoff"], explore, tabs, values),
+                 runs, link)
+        lazy_tab("Sandbox", linked[3], lambda values: build_sandbox(handlers["sandbox"], explore, values), runs, link)
+        lazy_tab("Strategies", linked[4], lambda values: build_strategies(handlers["strategies"], values), runs, link)
+        learn, opened = later[4], list(linked)
+        linked.append(learn)
+        lazy_tab("Learn", learn, lambda values: build_learn(handlers["learn"], opened, tabs, share["status"],
+                                                            share["press"], values), runs, link)
+    return tabs, linked
+
+
+def wire_links(demo, linked, tabs, share):
+    """A page opened with a query restores its view (and presses its Run for run=1); "copy link" writes the tab's."""
+
+    def restore(query):
+        """A link's view: its tab and controls, and the Run button to press when it says run=1."""
+        return restored(dict(parse_qsl(query.lstrip("?"), keep_blank_values=True)), linked)
+
+    # Only a page opened with a query asks the server (the load event presses the hidden restore button, whose
+    # event reads the query in the browser): a plain page load makes no call.
+    demo.load(None, js="() => { if (window.location.search) document.querySelector('#restore-link')?.click(); }")
+    share["restore"].click(restore, share["query"], restore_outputs(linked, tabs, share["status"], share["press"]),
+                           js="() => window.location.search", **QUEUED_INSTANT).then(
+        None, share["press"], share["press"], js=PRESS_JS)
+    share["copy"].click(None, js=COPY_TAB_ON_SCREEN_JS)
 
 
 def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=False, quiet=False,

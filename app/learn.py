@@ -13,12 +13,12 @@ from cascade_core.explain import dissect
 from cascade_core.running import OTHER_ROWS
 
 from .compare import compare_steps, label, progress_line, row_stats, tokens_asked
-from .controls import Settings
 from .gpu import gpu
 from .links import PRESS_JS, Linked, restore_outputs, restored
 from .options import GENERATING, INSTANT, QUEUED_INSTANT, example_prompts
 from .pairs import pair_default_draft
 from .sandbox import START, SandboxHandlers
+from .settings import AppSettings
 from .strategies import other_calls_note
 from .streaming import warns_in_page
 from .tradeoff import TradeoffHandlers
@@ -30,7 +30,7 @@ TAB_NAMES = {"explore": "Explore", "compare": "Compare", "tradeoff": "Trade-off"
              "strategies": "Strategies"}
 WAITING = "*Answer the question first, then run it: what to look for appears here, with this run's numbers.*"
 LOOK_FOR = "**What to look for in this run**\n\n"
-NEAR_LOSSLESS = 1.1  # "as good as lossless": a target NLL at most 10% above it
+NEAR_LOSSLESS = 1.1  # "near lossless": a target NLL at most 10% above lossless's (not a quality score)
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,34 @@ def first_difference(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
+GREEDY = ("at temperature 0, pi = p is one-hot on the target's top token, so the verification keeps a proposal "
+          "only where it is that token and otherwise replaces it by that token")
+
+
+def near_tie(target, lossless, k):
+    """Why lossless's greedy text parts from the target's at token k, with the target's probabilities there."""
+    top = {entry[0]: entry[2] for entry in lossless.positions[k].get("top_p") or []}
+    ours, theirs = lossless.tokens[k] if k < len(lossless.tokens) else None, \
+        target.tokens[k] if k < len(target.tokens) else None
+    numbers = (f" (in lossless's pass the target gave its token p {number(top[ours], 4)} and the target-alone run's "
+               f"token p {number(top[theirs], 4)})") if ours in top and theirs in top else ""
+    return (f"Lossless wrote a different text from the target alone from token {k}. Both write the target's top "
+            f"token at every position ({GREEDY}), but lossless reads p from the block's pass over several tokens and "
+            "the target alone from one-token passes, and passes of different shapes round differently: where the "
+            f"target's two best tokens are within that rounding of each other (a near tie), the passes can pick "
+            f"different ones{numbers}.")
+
+
 def look_for_speculative(pair, traces):
     target, lossless = traces
     s, k = lossless.stats, first_difference(target.tokens, lossless.tokens)
-    same = "the same text" if k is None and len(target.tokens) == len(lossless.tokens) else \
-        f"a different text from token {k}"
-    return (f"- Lossless wrote {same} as the target alone ({s['tokens']} tokens): at temperature 0 speculative "
-            "decoding is the target's greedy text.\n"
-            f"- The target checked and kept {s['deferred']} of the draft's tokens and replaced {s['replaced']}.\n"
+    if k is None and len(target.tokens) == len(lossless.tokens):
+        same = f"Lossless wrote the same text as the target alone ({s['tokens']} tokens): {GREEDY}."
+    else:
+        same = near_tie(target, lossless, min(len(target.tokens), len(lossless.tokens)) if k is None else k)
+    return (f"- {same}\n"
+            f"- The target checked and kept {s['deferred']} of the draft's tokens and replaced {s['replaced']}; "
+            "each replacement ended its block.\n"
             f"- Target calls: {target.stats['target_calls']} alone, {s['target_calls']} with the draft "
             f"({number(s['tokens_per_target_call'], 2)} tokens per call).")
 
@@ -107,10 +127,15 @@ def look_for_tv(pair, traces):
         mean = lambda values: number(sum(values) / len(values), 3) if values else "–"  # noqa: E731
         lines.append(f"| {label(rule, alpha)} | {len(deferred)} of {len(trace.positions)} | {mean(deferred)} | "
                      f"{mean(kept)} |")
-    return ("| row | positions deferred | mean TV where it deferred | mean TV where the draft stood |\n"
-            "|---|---|---|---|\n" + "\n".join(lines) +
-            "\n\nCompare the two TV columns: a rule that defers where TV is large spends the target where the "
-            "models disagree.")
+    return ("| row | positions deferred | mean TV where it deferred | mean TV where it did not |\n"
+            "|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + OPT_ANSWER)
+
+
+OPT_ANSWER = ("**The answer:** at the same confidence gap max p - max q and alpha > 0, opt defers where the gap "
+              "exceeds alpha * TV, so it defers more where the models agree (small TV) and less where they disagree. A "
+              "deferred position is rejected with probability TV (Lemma 3), and alpha * TV is the price of that "
+              "rejection. A large-TV position still defers when its gap is larger still, and diff ignores TV, so "
+              "this run's TV columns mix both effects.")
 
 
 def look_for_sandbox(rules):
@@ -128,7 +153,7 @@ def look_for_sandbox(rules):
 
 
 def look_for_frontier(rows):
-    """Each rule's cheapest point whose text the target rates within 10% of lossless's (the target's own)."""
+    """Each rule's cheapest point whose target NLL is at most 10% above lossless's (the target's own samples)."""
     by_rule = {}
     for row in rows:
         by_rule.setdefault(row["rule"], []).append((row["target_calls"] / row["tokens"], row["target_nll"]))
@@ -142,8 +167,10 @@ def look_for_frontier(rows):
     return (f"Lossless: {number(cost, 2)} target calls per token, target NLL {number(quality, 2)}.\n\n"
             f"| rule | points | target calls per token | fewest calls per token within {percent(NEAR_LOSSLESS - 1)} "
             "of lossless's NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
-            "\n\nAt equal target calls the lower point is the better rule; the last column is where each rule "
-            "stops paying in quality.")
+            "\n\nAt equal target calls a lower point is text the target finds likelier, not better text: a point "
+            "below lossless is more mode-seeking than the target's own samples. One prompt and 24 tokens cannot rank "
+            "the rules: another prompt or seed moves every point, which is why the sweeps average prompt sets with "
+            "intervals (docs/sweeps.md).")
 
 
 def per_call(trace, role):
@@ -182,7 +209,8 @@ def look_for_timed(pairs, traces):
     return (f"Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s, one target token "
             f"{number(1000 * one, 1)} ms.\n\n"
             f"| v3, alpha 0.5, with | tokens/s | measured | one draft call | a verification of up to {gamma + 1} "
-            "tokens, in target tokens | acceptance | cost model, these prices | the paper's estimate |\n"
+            "tokens, in target tokens | acceptance | cost model, these prices | Leviathan et al.'s (2023) estimate, "
+            f"{gamma + 1} draft calls |\n"
             "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" +
             "\n".join(notes) + "\n- A draft much cheaper than its target whose tokens are kept often, and a "
             "verification that costs about one target token (a large target on a GPU), are what make a cascade pay.")
@@ -200,16 +228,19 @@ def pays(a, gamma, verify_ratio):
 
 LESSONS = (
     Lesson("Speculative decoding", "Speculative decoding",
-           "The draft proposes a block of tokens; the target scores the whole block in one pass and keeps or "
-           "replaces each token (rule `lossless`: pi = p). Kept tokens cost no target call of their own.",
+           "The draft proposes a block of tokens; the target scores the whole block in one pass and checks the "
+           "proposals in order (rule `lossless`: pi = p), keeping each with probability min(1, p(x) / q(x)). At the "
+           "first rejection it writes a token sampled from the residual norm(max(0, p - q)) instead, and that ends "
+           "the block: every later proposal is discarded unseen. Kept tokens cost no target call of their own.",
            "At temperature 0, will the lossless row write a different text from the target alone? How many target "
            "calls will it need for the same tokens?",
            "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0, look=look_for_speculative,
            opens=(("tab", "explore"), ("rule", "lossless"))),
     Lesson("A cascade by confidence: chow", "Chow",
            "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
-           f"top probability is low, `{RULES['chow'].defers_when}`; where it does not defer, the draft's token "
-           "stands unchecked.",
+           f"top probability is low, `{RULES['chow'].defers_when}`. Where it does not defer, pi = q: the target "
+           "still scores the position in the block's pass, and the verification keeps the draft's token with "
+           "probability pi(x) / q(x) = 1, so only deferred positions can be replaced.",
            "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
            "likely the target finds the text?",
            "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)), look=look_for_chow,
@@ -217,27 +248,38 @@ LESSONS = (
     Lesson("Asking the target: diff and opt", "diff and opt",
            "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
            f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
-           "optimal rule: it weighs the target's extra confidence against how much the two models disagree.",
+           "plug-in estimate (Eq. 10) of the optimal rule of Lemma 4 (Eq. 9): it weighs the target's extra "
+           "confidence, max p - max q, against alpha times how much the two models disagree, TV(p, q).",
            "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
            "rows", (("diff", 0.1), ("opt", 0.2)), look=look_for_tv,
            opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2))),
     Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
-           "Token rules decide per token v: they keep an accepted set A of tokens the draft may emit unchecked and "
-           f"move the rest of q's mass onto p. v1 defers v when `{RULES['v1'].defers_when}`, v2 when "
-           f"`{RULES['v2'].defers_when}`, v3 when `{RULES['v3'].defers_when}`. Eight tokens, their q and p set "
-           "in the Sandbox:",
+           "Token rules decide per token v: they keep an accepted set A of tokens (r(v) = 0) and move the rest of "
+           "q's mass onto p, pi(v) = q(v)(1 - r(v)) + eta p(v) with eta = sum_v r(v) q(v). On A, pi(v) >= q(v), so "
+           "a proposal from A is verified and kept with probability 1. "
+           f"v1 defers v when `{RULES['v1'].defers_when}`, v2 when `{RULES['v2'].defers_when}`, v3 when "
+           f"`{RULES['v3'].defers_when}`. Eight tokens, their q and p set in the Sandbox:",
            "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
            # alphas at which each rule's accepted set is a part of the eight (v1 and v2 keep all eight at 0.5)
            "sandbox", (("v1", 0.1), ("v2", 0.1), ("v3", 0.5)), look=look_for_sandbox,
            opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5))),
     Lesson("The trade-off", "Trade-off",
            "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
-           "the text (lower: text the target finds likelier). Better means lower NLL at the same target calls.",
-           "Which rule's points lie lowest at the same cost, and where does lossless (the target's own quality) sit?",
+           "the text (lower: text the target finds likelier). The NLL shows how far a rule moves the text from what "
+           "the target finds likely, not how good it is: it rewards mode-seeking text, so greedy text can score "
+           "below the target's own samples (lossless). The paper measures quality with task metrics (BLEU, "
+           "ROUGE-2, accuracy) at matched latency; one prompt and 24 tokens, as here, cannot rank the rules.",
+           "Which rule's points lie lowest at the same cost, and does any lie below lossless (the target's own "
+           "samples)?",
            "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24, look=look_for_frontier,
            opens=(("tab", "tradeoff"),)),
     Lesson("When it pays: c, gamma, the draft and the measured speed-up", "When it pays",
-           "A block of gamma drafted tokens costs gamma + 1 draft calls and one target pass. It pays when the "
+           "The app's block drafts gamma + 1 proposals (gamma + 1 draft calls), scores all of them in one target "
+           "pass (one target call) and verifies them in order, with no bonus token: the paper's Algorithm 4 drafts "
+           "gamma and, when all pass, draws a bonus token from pi at the next position, which needs q there, so "
+           "here that position is a proposal like the others (docs/spec.md). A run's counters show it: one target "
+           "call per block, gamma + 1 draft calls per block (fewer in the last blocks, cut short by the token "
+           "limit). It pays when the "
            "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
            "measured here on this machine. Two drafts are timed: a draft model, which runs its own layers and "
            "scores the whole vocabulary, and an EAGLE-3 head, one decoder layer that reads three of the target's "
@@ -259,7 +301,7 @@ class LearnHandlers:
     def settings(self, lesson, rule="lossless", alpha=0.0, draft=None):
         """A run of the lesson, with the prompt, gamma and seed its link opens (``draft``: the app's by default)."""
         link = lesson.link()
-        return Settings.from_inputs(link["prompt"], self.default_pair_spec, True, rule, alpha, int(link["gamma"]),
+        return AppSettings.from_inputs(link["prompt"], self.default_pair_spec, True, rule, alpha, int(link["gamma"]),
                                     lesson.temperature, lesson.max_new_tokens, int(link["seed"]),
                                     draft=draft or self.default_draft)
 
@@ -291,7 +333,7 @@ class LearnHandlers:
         for s in settings:
             pairs.append(self.pairs.get(s.pair_spec))
             drafts = [None] + [f"{p.draft_kind} draft" for p in pairs[1:]]
-            for trace in ENGINE.iterate(stream(pairs[-1], s.prompt, batches=ENGINE.batches, **s.engine_kwargs()),
+            for trace in ENGINE.iterate(stream(pairs[-1], s.prompt, batches=ENGINE.batches, settings=s),
                                         s.max_new_tokens):
                 yield rows_html(traces + [trace], drafts), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
             traces.append(trace)

@@ -5,31 +5,23 @@ Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies' ``
 link of the view on screen. A bad value gets one sentence naming it and leaves that control at its default; the
 rest of the link still applies."""
 import itertools
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlencode
 
 import gradio as gr
 
-from cascade_core import MAX_GAMMA, get_rule
-from cascade_core.models import DRAFT_KINDS
-from cascade_core.settings import MAX_SEED, check_prompt, temperature_value, whole_number
+from cascade_core.settings import whole_number
 from cascade_core.values import shown
 
-from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range, rule_changed
+from .controls import rule_changed
 from .options import INSTANT
+from .settings import RUN_FIELDS, field_value, link_text, number
 from .viz.format import markdown_text
 
 TABS = ("explore", "compare", "tradeoff", "sandbox", "strategies", "learn")
-FIELDS = ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed", "max_new_tokens", "step")
-MAX_TEMPERATURE = 2.0  # the sliders' end (the engine itself allows more)
+FIELDS = RUN_FIELDS + ("step",)
 MAX_ERRORS = 5  # sentences a link's message holds; the rest are counted
-# A number as a person types it in a link: ASCII digits only (int() also takes '١٢', '５' and '1_000'), and short
-# (a 5,000-digit seed read as a float was reported as 'inf').
-NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-INTEGER = re.compile(r"[+-]?[0-9]+")
-MAX_NUMBER_LENGTH = 32
 
 
 @dataclass
@@ -63,12 +55,6 @@ class LinkField:
     text: Callable
 
 
-def number(text, name):
-    if len(text) > MAX_NUMBER_LENGTH or not NUMBER.fullmatch(text):
-        raise ValueError(f"{name} must be a number written with the digits 0-9, got {shown(text)}")
-    return int(text) if INTEGER.fullmatch(text) else float(text)
-
-
 def listed(text, name, size=None):
     """A link's comma-separated list, or a ValueError naming it (``size``: the number of items it must have)."""
     items = [item.strip() for item in text.split(",")] if text.strip() else []
@@ -86,37 +72,12 @@ def fraction(text, name):
 
 
 def checked(name, text, linked, values):
-    """One link value as its control takes it, or a ValueError naming it."""
+    """One link value as its control takes it, or a ValueError naming it (the run fields: app/settings.py)."""
     if name in linked.parsers:
         return linked.parsers[name](text)
-    if name == "prompt":
-        return check_prompt(text)
-    if name == "draft":
-        if text not in DRAFT_KINDS:
-            raise ValueError(f"draft must be model (the draft model) or head (the EAGLE-3 head), got {shown(text)}")
-        return text
-    if name == "rule":
-        if text not in linked.rules:
-            raise ValueError(f"rule must be one of {', '.join(linked.rules)} on this tab, got {shown(text)}")
-        return text
-    if name == "alpha":
-        rule = values.get("rule", linked.default("rule"))
-        alpha = number(text, "alpha")
-        get_rule(rule).check_alpha(alpha)
-        lo, hi = alpha_slider_range(rule)
-        if not lo <= alpha <= hi:
-            raise ValueError(f"alpha={shown(alpha)} is outside the slider's range [{lo:g}, {hi:g}] for rule {rule!r}")
-        return alpha
-    if name == "temperature":
-        temperature = temperature_value(number(text, "temperature"))
-        if temperature > MAX_TEMPERATURE:
-            raise ValueError(f"temperature must be 0 (greedy) or a number up to {MAX_TEMPERATURE:g}, got {shown(text)}")
-        return temperature
-    if name == "gamma" and linked.auto_gamma:  # a slider whose 0 is "auto"
-        return 0 if text == "auto" else whole_number(number(text, name), name, 0, MAX_GAMMA)
-    limits = {"gamma": (1, MAX_GAMMA), "seed": (0, MAX_SEED), "max_new_tokens": (1, APP_MAX_NEW_TOKENS),
-              "step": (1, linked.steps)}
-    return whole_number(number(text, name), name, *limits[name])
+    if name == "step":
+        return whole_number(number(text, name), name, 1, linked.steps)
+    return field_value(name, text, values.get("rule", linked.defaults.get("rule")), linked.rules, linked.auto_gamma)
 
 
 def read_link(params, linked_by_tab):
@@ -194,8 +155,8 @@ def link_to(base, linked, run, *values):
     """The link of a tab's view: the page's address and its fields as they are now, in ``linked.defaults``' order
     (run=1 when asked and the tab has a Run)."""
     params = {"tab": linked.tab}
-    params.update({name: ",".join(map(str, value)) if isinstance(value, list) else value
-                   for name, value in zip(linked.defaults, values) if value is not None and value != ""})
+    params.update({name: link_text(value) for name, value in zip(linked.defaults, values)
+                   if value is not None and value != ""})
     if run and linked.run_button:
         params["run"] = 1
     return f"{base}?{urlencode(params)}"

@@ -7,11 +7,12 @@ from cascade_core.running import OTHER_ROWS
 from cascade_core.strategies import STRATEGIES, strategy_steps
 from cascade_core.values import is_number, shown
 
-from .controls import Settings, alpha_slider, check_budget, draft_control, rule_changed, run_controls, run_defaults
+from .controls import alpha_slider, check_budget, draft_control, rule_changed, run_controls, run_defaults
 from .gpu import gpu
 from .links import Linked, fraction
 from .options import GENERATING, INSTANT, example_prompts
 from .pairs import drafts_with_a_head, pair_default_draft
+from .settings import AppSettings
 from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
@@ -78,7 +79,7 @@ class StrategiesHandlers:
             raise ValueError(f"rule must be one of {', '.join(CASCADE_RULES)} (the speculative cascade's deferral "
                              "rule; the strategies run lossless decoding and the baselines themselves), got "
                              f"{shown(rule)}")
-        s = Settings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+        s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed, auto_gamma=True, draft=draft)
         threshold = checked_threshold(threshold)
         check_budget(RUNS, s.max_new_tokens, "the four strategies")
@@ -87,8 +88,7 @@ class StrategiesHandlers:
     def lane_steps(self, s, threshold):
         """The four strategies block by block (cascade_core.strategies.strategy_steps)."""
         pair = self.pairs.get(s.pair_spec)
-        kwargs = {k: v for k, v in s.for_pair(pair).engine_kwargs().items() if k not in ("rule", "alpha", "chat")}
-        return strategy_steps(pair, s.prompt, s.rule, s.alpha, threshold, batches=ENGINE.batches, **kwargs)
+        return strategy_steps(pair, s.prompt, s.for_pair(pair), threshold, batches=ENGINE.batches)
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: RUNS * a["max_new_tokens"],

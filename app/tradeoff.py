@@ -11,12 +11,13 @@ from sweeps.figures import frontier_figure
 from sweeps.report import summarise
 from sweeps.sweep import sweep_steps
 
-from .controls import Settings, check_budget, draft_control, run_controls, run_defaults
-from .explore import NOT_OPENED, opened_in_explore
+from .controls import check_budget, draft_control, run_controls, run_defaults
+from .explore_layout import NOT_OPENED, opened_in_explore
 from .gpu import gpu
 from .links import Linked, listed
 from .options import GENERATING, INSTANT, example_prompts
 from .pairs import drafts_with_a_head, pair_default_draft
+from .settings import AppSettings
 from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.format import markdown_text
 from .worker import ENGINE
@@ -79,7 +80,7 @@ class TradeoffHandlers:
         if unknown is not None:
             raise ValueError(f"unknown rule {shown(unknown)} in rules; the frontier's rules are: "
                              f"{', '.join(RULE_CHOICES)}")
-        s = Settings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
+        s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                  max_new_tokens, seed, draft=draft)
         tokens = check_budget(runs_asked(rules, parse_alphas(alphas)), s.max_new_tokens, "rules, alphas")
         return s, rules, tokens
@@ -191,7 +192,7 @@ def build_tradeoff(handlers, explore, tabs, values):
                                 elem_id="tradeoff-alphas")
             gamma, temperature, max_new_tokens, seed = run_controls(values)
             share = gr.Checkbox(True, label="prefix sharing (each alpha resumes where a decision first flips)")
-            x_axis = gr.Radio([("target calls per token", "calls"), ("the paper's speed-up estimate at c", "speedup")],
+            x_axis = gr.Radio([("target calls per token", "calls"), ("the cost model's speed-up at c", "speedup")],
                               value="calls", label="x axis", elem_id="tradeoff-x")
             c = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="cost ratio c (for the speed-up axis)")
             run = gr.Button("Sweep alpha", variant="primary", elem_id="tradeoff-run")

@@ -19,7 +19,7 @@ from .costs import best_gamma
 from .prices import CONTEXT, block_prices, measure_prices
 from .rows import start_row
 from .sampling import position_uniforms
-from .settings import AUTO, AUTO_GAMMAS
+from .settings import AUTO, AUTO_GAMMAS, RunSettings
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
 OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices
@@ -35,10 +35,10 @@ class Batch:
     def __init__(self, pair, rows):
         self.pair, self.rows = pair, rows
         self.overhead = None  # the engine's own seconds in the last block beyond the model calls
-        longest = max(max(AUTO_GAMMAS) if r.gamma == AUTO else r.gamma for r in rows)
+        longest = max(max(AUTO_GAMMAS) if r.settings.gamma == AUTO else r.settings.gamma for r in rows)
         self.price(rows)
-        length = max(len(r.trace.prompt_ids) + r.max_new_tokens for r in rows) + longest + 1
-        verifies_blocks = any(r.rule != "target" and not r.sequential for r in rows)
+        length = max(len(r.trace.prompt_ids) + r.settings.max_new_tokens for r in rows) + longest + 1
+        verifies_blocks = any(r.settings.rule != "target" and not r.settings.sequential for r in rows)
         counters = [r.counters for r in rows]
         self.target = CachedModel(pair.target, "target", pair.vocab_size, counters, (pair.compiled or {}).get("target"),
                                   length, block=longest + 1 if verifies_blocks else 1,
@@ -47,7 +47,7 @@ class Batch:
 
     def price(self, rows):
         """gamma "auto"'s prices, measured before its first row reads anything, so that no row's clock counts them."""
-        if any(row.gamma == AUTO for row in rows):
+        if any(row.settings.gamma == AUTO for row in rows):
             measure_auto_prices(self.pair)
 
     def prefill(self):
@@ -93,15 +93,15 @@ class Batch:
         rows = self.rows
         gammas = [self.block_gamma(r) for r in rows]
         started, in_calls = time.perf_counter(), self.target.seconds + self.draft.seconds
-        uniforms = [position_uniforms(r.seed, range(len(r.trace.positions), len(r.trace.positions) +
+        uniforms = [position_uniforms(r.settings.seed, range(len(r.trace.positions), len(r.trace.positions) +
                                                     r.block_length(gamma))) for r, gamma in zip(rows, gammas)]
         proposals = self.draft.propose(rows, [len(u) if r.uses_draft else 0 for r, u in zip(rows, uniforms)],
                                        uniforms)  # 1
         needs = [needs_target(r, d) for r, d in zip(rows, proposals)]
         for i, row in enumerate(rows):
-            if row.sequential and row.uses_target and not needs[i] and not row.trace.finished:
+            if row.settings.sequential and row.uses_target and not needs[i] and not row.trace.finished:
                 self.target.pending[i].append(row.last)  # the target reads this position when it is next called
-        scored = self.target([(d.target_inputs(r.last) if d and not r.sequential else [r.last]) if need else []
+        scored = self.target([(d.target_inputs(r.last) if d and not r.settings.sequential else [r.last]) if need else []
                               for r, d, need in zip(rows, proposals, needs)])  # 2
         for i, row in enumerate(rows):
             if not row.trace.finished:  # else it failed while drafting
@@ -120,9 +120,9 @@ class Batch:
             return
         self.target.forget(i, forgotten)  # 4
         self.draft.catch_up(i, proposal, block.tokens, self.target.features[i])
-        row.trace.add_block(block, row.eos, row.max_new_tokens, row.stop)  # 5
+        row.trace.add_block(block, row.eos, row.settings.max_new_tokens, row.settings.stop)  # 5
         row.last = row.trace.tokens[-1]
-        if block.accept_prob is not None and not row.sequential:
+        if block.accept_prob is not None and not row.settings.sequential:
             row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
             row.counters.setdefault("gammas", []).append(gamma)
         row.counters["wall_seconds"] = time.perf_counter() - row.started
@@ -135,8 +135,8 @@ class Batch:
         the clock: a draft model's tokens do not depend on gamma (randomness is keyed by position), but a head's q
         does (its first step of a block reads the target's features), and the same run must give the same text on
         a busy server."""
-        if row.gamma != AUTO:
-            return row.gamma
+        if row.settings.gamma != AUTO:
+            return row.settings.gamma
         acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + row.accepted[0]) / (PRIOR_WEIGHT + row.accepted[1])
         return best_gamma(acceptance, block_prices(self.pair, self.pair.prices[OVERHEAD]), AUTO_GAMMAS)
 
@@ -181,8 +181,8 @@ def measure_overhead(pair, blocks=8, gamma=4):
     pair on a solo run of ``blocks`` blocks (a 64-token context, as prices.py's calls) and kept with its prices."""
     if OVERHEAD in pair.prices:
         return
-    row = start_row(pair, gamma, prompt_ids=list(range(1, CONTEXT + 1)), max_new_tokens=blocks * (gamma + 1),
-                    stop_at_eos=False)
+    settings = RunSettings(gamma=gamma, max_new_tokens=blocks * (gamma + 1), stop_at_eos=False)
+    row = start_row(pair, settings, prompt_ids=list(range(1, CONTEXT + 1)))
     with torch.inference_mode():
         batch = Batch(pair, [row])
         batch.prefill()

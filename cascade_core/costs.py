@@ -1,4 +1,8 @@
-"""The spec's cost model: expected tokens per target call and speed-up over target-only decoding."""
+"""The spec's cost model: expected tokens per target call and speed-up over target-only decoding.
+
+The formulas are Leviathan et al.'s (2023), with an i.i.d. acceptance a per position. Narasimhan et al. (ICLR
+2025) have no analytic cost model: they measure rejection rates (Lemma 3: a position is rejected with probability
+r * TV(p, q)) and wall-clock latency."""
 
 
 def expected_tokens_per_call(acceptance, gamma):
@@ -10,8 +14,8 @@ def expected_tokens_per_call(acceptance, gamma):
 def expected_speedup(acceptance, gamma, cost_ratio, draft_calls_per_block=None):
     """Speed-up over target-only decoding for draft/target cost ratio c.
 
-    The paper's estimate charges g draft calls per block: (1 - a^(g+1)) / ((1 - a)(g c + 1)). This engine
-    also verifies the (g+1)-th position, which costs the draft one more call; pass
+    Leviathan et al.'s (2023) estimate charges g draft calls per block: (1 - a^(g+1)) / ((1 - a)(g c + 1)). This
+    engine also verifies the (g+1)-th position, which costs the draft one more call; pass
     ``draft_calls_per_block=gamma + 1`` to price that in."""
     calls = gamma if draft_calls_per_block is None else draft_calls_per_block
     return expected_tokens_per_call(acceptance, gamma) / (calls * cost_ratio + 1)
@@ -19,8 +23,8 @@ def expected_speedup(acceptance, gamma, cost_ratio, draft_calls_per_block=None):
 
 def break_even_cost_ratio(acceptance, gamma, draft_calls_per_block=None, verify_ratio=1.0):
     """The draft/target cost ratio c below which a block pays for itself (0: no c does): the tokens a block yields
-    must outweigh its draft calls plus its verification, ``verify_ratio`` one-token target calls (1: the paper's
-    assumption; measured on a small CPU it is more)."""
+    must outweigh its draft calls plus its verification, ``verify_ratio`` one-token target calls (1: Leviathan et
+    al.'s (2023) assumption; measured on a small CPU it is more)."""
     calls = gamma if draft_calls_per_block is None else draft_calls_per_block
     return max(0.0, (expected_tokens_per_call(acceptance, gamma) - verify_ratio) / calls)
 

@@ -3,9 +3,9 @@ cascade_core/rows.py) and takes blocks through the one block loop (cascade_core/
 running batch with one caller. ``batches``: the RunningBatches to decode in (a server's, shared by its calls);
 by default each call has its own. The block itself: cascade_core/batch.py; the algorithm: docs/spec.md.
 """
-from .rows import start_row
+from .rows import row_of, start_row
 from .running import RunningBatches
-from .settings import MAX_BATCH_ROWS, check_rows
+from .settings import MAX_BATCH_ROWS, RunSettings, check_rows
 
 
 def decode(pair, rows, successor=lambda row: None, batches=None):
@@ -28,7 +28,7 @@ def stream_batch(pair, rows, *, gamma=4, batches=None):
     started = []
     for index, row in enumerate(rows):
         try:
-            started.append(start_row(pair, **{"gamma": gamma, **row}))
+            started.append(row_of(pair, row, gamma=gamma))
         except ValueError as error:
             raise ValueError(f"row {index}: {error}") from None
     traces = [row.trace for row in started]
@@ -48,7 +48,7 @@ def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS, batches=None):
         """The lane's next row, or (when it has ended) the first row of the next lane that has one."""
         while lane is not None:
             try:
-                row = start_row(pair, gamma, **(lanes[lane].send(trace) if trace else next(lanes[lane])))
+                row = row_of(pair, lanes[lane].send(trace) if trace else next(lanes[lane]), gamma=gamma)
                 row.lane = lane
                 return row
             except StopIteration as end:
@@ -73,10 +73,11 @@ def solo(trace):
     return trace
 
 
-def stream(pair, prompt=None, *, gamma=4, batches=None, **settings):
+def stream(pair, prompt=None, *, settings=None, prompt_ids=None, resume=None, batches=None, **keywords):
     """Generate with a speculative cascade, yielding the growing Trace after every block.
 
-    Settings (defaults): rule ("v3"), alpha (0.3), gamma (4), temperature (1.0), seed (0), max_new_tokens (64),
+    ``settings``: a RunSettings (cascade_core/settings.py), changed by any keywords; or the keywords alone
+    (defaults): rule ("v3"), alpha (0.3), gamma (4), temperature (1.0), seed (0), max_new_tokens (64),
     chat (True: the chat template), prompt_ids (instead of the prompt), resume, stop_at_eos (True), details
     (True), sequential (False); how a run stops: eos_token_ids (the pair's), min_new_tokens (0: end-of-text is
     impossible before it) and stop (a predicate on the generated token ids, asked after every token: True ends
@@ -87,7 +88,7 @@ def stream(pair, prompt=None, *, gamma=4, batches=None, **settings):
     per-position records only the explorer reads (a* of every rule, top-10 lists, proposal texts).
     ``sequential=True`` runs the token-level sequential cascade instead (one position at a time, the target only
     where the rule needs it): the same tokens, another cost. A solo run is a running batch with one caller."""
-    row = start_row(pair, gamma, prompt, **settings)
+    row = start_row(pair, RunSettings.of(settings, **keywords), prompt, prompt_ids=prompt_ids, resume=resume)
     yield from mapped(decode(pair, [row], batches=batches), lambda rows: solo(row.trace))
     return solo(row.trace)
 

@@ -35,7 +35,7 @@ def propose_chain(step, model, rows, lengths, uniforms):
                 continue
             try:
                 q_logits = row.allowed(finite(logits[r], model), len(row.trace.positions) + j)
-                q_untempered, q = untempered_and_tempered(q_logits, row.temperature)
+                q_untempered, q = untempered_and_tempered(q_logits, row.settings.temperature)
             except ValueError as error:
                 row.fail(error)
                 continue

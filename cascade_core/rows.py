@@ -1,8 +1,7 @@
 """A row: one generation's checked settings, its trace being built and its last token, as the block loop reads it.
 Built before any model call (``start_row``), so a bad setting is refused in one sentence before anything runs."""
-from .drafts import check_alone
-from .rules import RULES, get_rule
-from .settings import check_prompt, check_settings, check_stopping
+from .rules import RULES
+from .settings import INPUT_FIELDS, RunSettings, check_prompt
 from .trace import Detokenizer, Trace, source_under
 
 
@@ -17,14 +16,12 @@ def encode_prompt(tokenizer, prompt, chat=True):
     return tokenizer(prompt, add_special_tokens=True)["input_ids"]
 
 class Row:
-    """One generation's settings (its gamma: a number, or "auto"), its trace being built and its last token."""
+    """One generation's RunSettings (its gamma: a number, or "auto"), its trace being built and its last token."""
 
-    def __init__(self, pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential,
-                 eos_token_ids=None, min_new_tokens=0, stop=None):
-        self.trace, self.rule, self.alpha, self.gamma, self.sequential = trace, rule, alpha, gamma, sequential
-        self.temperature, self.seed, self.max_new_tokens = temperature, seed, max_new_tokens
-        self.eos = set(pair.eos_token_ids if eos_token_ids is None else eos_token_ids) if stop_at_eos else set()
-        self.min_new_tokens, self.stop = min_new_tokens, stop
+    def __init__(self, pair, trace, settings):
+        self.trace, self.settings = trace, settings
+        eos = pair.eos_token_ids if settings.eos_token_ids is None else settings.eos_token_ids
+        self.eos = set(eos) if settings.stop_at_eos else set()
         self.accepted = [0.0, 0]  # the sum and count of its proposals' acceptance probabilities (gamma "auto")
         self.trace.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
                                    prefill_seconds=0.0, wall_seconds=0.0)
@@ -33,11 +30,11 @@ class Row:
 
     @property
     def uses_draft(self):
-        return self.rule != "target"
+        return self.settings.rule != "target"
 
     @property
     def uses_target(self):
-        return self.rule != "draft"
+        return self.settings.rule != "draft"
 
     @property
     def counters(self):
@@ -45,15 +42,15 @@ class Row:
 
     def block_length(self, gamma):
         """gamma + 1 positions (fewer at the end); one for baselines and sequential cascades."""
-        if RULES[self.rule].kind == "baseline" or self.sequential:
+        if RULES[self.settings.rule].kind == "baseline" or self.settings.sequential:
             return 1
-        return min(gamma + 1, self.max_new_tokens - len(self.trace.positions))
+        return min(gamma + 1, self.settings.max_new_tokens - len(self.trace.positions))
 
     def allowed(self, logits, start):
         """logits ``[n, V]`` for positions start .. start + n - 1, with end-of-text at -inf before min_new_tokens
         (as transformers' min-length processors do): both models' distributions lose it there, so pi, built
         from them, cannot emit it, and the rules and the verification stay exact for what is left."""
-        early, eos = self.min_new_tokens - start, sorted(i for i in self.eos if i < logits.shape[-1])
+        early, eos = self.settings.min_new_tokens - start, sorted(i for i in self.eos if i < logits.shape[-1])
         if early <= 0 or not eos:
             return logits
         logits = logits.clone()
@@ -83,12 +80,8 @@ class Row:
             else:
                 trace.counters[key] = value
 
-def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0, seed=0, max_new_tokens=64,
-              chat=True, prompt_ids=None, resume=None, stop_at_eos=True, details=True, sequential=False,
-              eos_token_ids=None, min_new_tokens=0, stop=None):
-    """A row's checked settings and its empty (or resumed) trace, before any model call."""
-    get_rule(rule)
-    check_alone(pair.drafting, rule, sequential)
+def start_row(pair, settings, prompt=None, *, prompt_ids=None, resume=None):
+    """A row's checked settings (RunSettings) and its empty (or resumed) trace, before any model call."""
     if resume is not None:
         old, k = resume
         if pair.drafting.q_reads_block_start:
@@ -96,27 +89,30 @@ def start_row(pair, gamma, prompt=None, *, rule="v3", alpha=0.3, temperature=1.0
         prompt, prompt_ids = old.prompt, list(old.prompt_ids)
         prefix = [dict(pos) for pos in old.positions[:k]]
         for pos in prefix:
-            pos["source"] = source_under(pos, rule, alpha)
+            pos["source"] = source_under(pos, settings.rule, settings.alpha)
     else:
         prefix = []
         if prompt_ids is None:
-            prompt_ids = encode_prompt(pair.tokenizer, prompt, chat)
+            prompt_ids = encode_prompt(pair.tokenizer, prompt, settings.chat)
         prompt_ids = list(prompt_ids)
-    gamma, temperature, seed, max_new_tokens = check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed,
-                                                              max_new_tokens)
-    eos_token_ids, min_new_tokens = check_stopping(eos_token_ids, min_new_tokens, stop, max_new_tokens)
-    settings = dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature, seed=seed, details=details,
-                    sequential=sequential, max_new_tokens=max_new_tokens, chat=chat, pair=pair.name,
-                    alpha_range=RULES[rule].alpha_range)
-    if min_new_tokens:
-        settings["min_new_tokens"] = min_new_tokens
-    trace = Trace(prompt_ids=prompt_ids, settings=settings, prompt=prompt, positions=prefix, resumed_from=len(prefix),
-                  detokenizer=Detokenizer(pair.tokenizer))
-    row = Row(pair, trace, rule, alpha, gamma, temperature, seed, max_new_tokens, stop_at_eos, sequential,
-              eos_token_ids, min_new_tokens, stop)
-    if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= max_new_tokens):
+    settings.check_for(pair, prompt_ids)
+    trace = Trace(prompt_ids=prompt_ids, settings=settings.recorded(pair), prompt=prompt, positions=prefix,
+                  resumed_from=len(prefix), detokenizer=Detokenizer(pair.tokenizer))
+    row = Row(pair, trace, settings)
+    if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= settings.max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in row.eos else "max_new_tokens"
     return row
+
+
+def row_of(pair, fields, **defaults):
+    """A started row from a batch's dict of fields: a prompt, prompt_ids or resume, and its settings (a RunSettings
+    as ``settings``, RunSettings' keywords, or both); ``defaults`` fill in what the keywords leave out (the batch's
+    gamma) where no RunSettings is given."""
+    inputs = {name: fields[name] for name in INPUT_FIELDS if name in fields}
+    keywords = {name: value for name, value in fields.items() if name not in INPUT_FIELDS + ("settings",)}
+    base = fields.get("settings")
+    settings = RunSettings.of(**{**defaults, **keywords}) if base is None else RunSettings.of(base, **keywords)
+    return start_row(pair, settings, **inputs)
 
 
 def block_start(trace, k):

@@ -24,8 +24,10 @@ class Distributions:
     """Both models' next-token distributions at some positions, each ``[..., V]`` (None: not computed).
 
     ``q``, ``p``: what tokens are sampled from and verified with (temperature applied; one-hot at T = 0).
-    ``q_untempered``, ``p_untempered``: the temperature-1 softmax, whose statistics (max q, p(x), ...) the
-    rules threshold, so that alpha means the same at every temperature. They default to ``q`` and ``p``."""
+    ``q_untempered``, ``p_untempered``: the temperature-1 softmax, whose statistics (max q, max p, q(v), p(v)) the
+    rules threshold, so chow's, diff's, v1's, v2's and v3's decisions do not depend on temperature. opt's do: its
+    TV reads the tempered q and p (at T = 0, where both are one-hot, its pi is diff's at every alpha: Lemma 8), as
+    does lossy's p(x) / q(x), and BiLD* takes its greedy form at T = 0. They default to ``q`` and ``p``."""
 
     q: torch.Tensor | None
     p: torch.Tensor | None

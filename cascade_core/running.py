@@ -33,7 +33,7 @@ def size_class(rows):
     batch. A short call beside long ones then gets a batch of its own, which its caller's steps move as often as
     the engine thread's stride scheduling gives them, instead of moving at the pace of a batch of many long rows
     (docs/app-benchmarks.md, "Serving")."""
-    tokens = max(row.max_new_tokens for row in rows)
+    tokens = max(row.settings.max_new_tokens for row in rows)
     return ((tokens - 1).bit_length() + 1) // 2  # the smallest k with 4 ** k >= tokens
 
 

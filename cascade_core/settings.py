@@ -1,6 +1,10 @@
 """The settings of a run, checked before any model is called: each bad value gets one sentence that names the
 field, the value and what is allowed, whatever type a caller sends (None, strings, lists, bools, bytes)."""
-from .rules import get_rule
+from dataclasses import dataclass, fields, replace
+from typing import Callable
+
+from .drafts import check_alone
+from .rules import RULES, get_rule
 from .values import is_finite_number, shown
 
 MAX_GAMMA = 16
@@ -9,8 +13,7 @@ AUTO_GAMMAS = range(1, 7)  # what "auto" chooses from (each block length's verif
 MAX_NEW_TOKENS = 2048
 MAX_SEED = 2**63 - 1
 MAX_BATCH_ROWS = 32
-ROW_FIELDS = ("prompt", "prompt_ids", "rule", "alpha", "gamma", "temperature", "seed", "max_new_tokens", "resume",
-              "details", "chat", "stop_at_eos", "sequential", "eos_token_ids", "min_new_tokens", "stop")
+INPUT_FIELDS = ("prompt", "prompt_ids", "resume")  # what a row reads, beside its RunSettings
 # Below this a temperature cannot be computed in float32: logits / T overflow to inf and softmax gives NaN.
 MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 10.0
@@ -56,40 +59,87 @@ def check_prompt(prompt):
     return prompt
 
 
-def check_settings(pair, prompt_ids, rule, alpha, gamma, temperature, seed, max_new_tokens):
-    """Every run setting, in the order a caller reads them; returns (gamma, temperature, seed, max_new_tokens)
-    as the engine uses them (ints, and a float)."""
-    get_rule(rule).check_alpha(alpha)
-    gamma = gamma_value(gamma)
-    if gamma == AUTO and pair.compiled:
-        raise ValueError('gamma "auto" changes the block length as the run goes, and the compiled path compiles '
-                         "every length anew: give gamma a number")
-    temperature = temperature_value(temperature)
-    seed = whole_number(seed, "seed", 0, MAX_SEED)
-    max_new_tokens = whole_number(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
-    if not prompt_ids:
-        raise ValueError("the prompt is empty; type something for the models to continue")
-    limit = pair.max_positions
-    if len(prompt_ids) + max_new_tokens > limit:
-        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({max_new_tokens}) exceeds "
-                         f"the models' context of {limit} tokens; shorten the prompt or ask for fewer tokens")
-    return gamma, temperature, seed, max_new_tokens
+@dataclass(frozen=True)
+class RunSettings:
+    """One run's settings, checked once, here: a bad value is refused in one sentence naming the field, the value
+    and what is allowed, before any model call, whatever type a caller sends. Built from keywords
+    (``RunSettings.of``); the app builds it from its API calls, links and controls (app/settings.py). gamma is a
+    number or "auto"; eos_token_ids None means the pair's; min_new_tokens: end-of-text is impossible before it;
+    stop: a predicate on the generated ids."""
+
+    rule: str = "v3"
+    alpha: float = 0.3
+    gamma: int | str = 4
+    temperature: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 64
+    chat: bool = True
+    details: bool = True
+    sequential: bool = False
+    stop_at_eos: bool = True
+    eos_token_ids: frozenset | None = None
+    min_new_tokens: int = 0
+    stop: Callable | None = None
+
+    def __post_init__(self):
+        get_rule(self.rule).check_alpha(self.alpha)
+        checked = dict(gamma=gamma_value(self.gamma), temperature=temperature_value(self.temperature),
+                       seed=whole_number(self.seed, "seed", 0, MAX_SEED),
+                       max_new_tokens=whole_number(self.max_new_tokens, "max_new_tokens", 1, self.most_tokens),
+                       eos_token_ids=token_ids(self.eos_token_ids))
+        checked["min_new_tokens"] = whole_number(self.min_new_tokens, "min_new_tokens", 0, checked["max_new_tokens"])
+        if self.stop is not None and not callable(self.stop):
+            raise ValueError(f"stop must be a function of the generated token ids, got {shown(self.stop)}")
+        for name in ("chat", "details", "sequential", "stop_at_eos"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {shown(getattr(self, name))}")
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+    most_tokens = MAX_NEW_TOKENS  # a subclass's own limit (the app's)
+
+    @classmethod
+    def of(cls, base=None, **keywords):
+        """From keywords (over ``base``'s values where given), an unknown one refused in one sentence."""
+        names = [f.name for f in fields(cls)]
+        unknown = [key for key in keywords if key not in names]
+        if unknown:
+            raise ValueError(f"{shown(unknown[0])} is not a setting; the settings are {', '.join(names)}")
+        return cls(**keywords) if base is None else replace(base, **keywords)
+
+    def check_for(self, pair, prompt_ids):
+        """What depends on the pair: the draft's capabilities, the compiled path's fixed gamma, the context."""
+        check_alone(pair.drafting, self.rule, self.sequential)
+        if self.gamma == AUTO and pair.compiled:
+            raise ValueError('gamma "auto" changes the block length as the run goes, and the compiled path compiles '
+                             "every length anew: give gamma a number")
+        if not prompt_ids:
+            raise ValueError("the prompt is empty; type something for the models to continue")
+        if len(prompt_ids) + self.max_new_tokens > pair.max_positions:
+            raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({self.max_new_tokens}) "
+                             f"exceeds the models' context of {pair.max_positions} tokens; shorten the prompt or ask "
+                             "for fewer tokens")
+
+    def recorded(self, pair):
+        """The settings a trace records (strict JSON: the stopping predicate and end-of-text ids stay out)."""
+        record = dict(rule=self.rule, alpha=self.alpha, gamma=self.gamma, temperature=self.temperature,
+                      seed=self.seed, details=self.details, sequential=self.sequential,
+                      max_new_tokens=self.max_new_tokens, chat=self.chat, pair=pair.name,
+                      alpha_range=RULES[self.rule].alpha_range)
+        if self.min_new_tokens:
+            record["min_new_tokens"] = self.min_new_tokens
+        return record
 
 
-def check_stopping(eos_token_ids, min_new_tokens, stop, max_new_tokens):
-    """How a run may stop: end-of-text ids (None: the pair's), the tokens before which end-of-text is impossible,
-    and a predicate on the generated ids. Returns (eos_token_ids, min_new_tokens) as the engine uses them."""
-    if eos_token_ids is not None:
-        ids = [eos_token_ids] if is_finite_number(eos_token_ids) else eos_token_ids
-        if not isinstance(ids, (list, tuple, set)) or not all(is_finite_number(i) and i == int(i) and i >= 0
-                                                              for i in ids):
-            raise ValueError(f"eos_token_ids must be a token id or a list of them (whole numbers >= 0), got "
-                             f"{shown(eos_token_ids)}")
-        eos_token_ids = {int(i) for i in ids}
-    min_new_tokens = whole_number(min_new_tokens, "min_new_tokens", 0, max_new_tokens)
-    if stop is not None and not callable(stop):
-        raise ValueError(f"stop must be a function of the generated token ids, got {shown(stop)}")
-    return eos_token_ids, min_new_tokens
+def token_ids(value):
+    """End-of-text ids as a frozenset (None stays None: the pair's)."""
+    if value is None:
+        return None
+    ids = [value] if is_finite_number(value) else value
+    if not isinstance(ids, (list, tuple, set, frozenset)) or not all(is_finite_number(i) and i == int(i) and i >= 0
+                                                                    for i in ids):
+        raise ValueError(f"eos_token_ids must be a token id or a list of them (whole numbers >= 0), got {shown(value)}")
+    return frozenset(int(i) for i in ids)
 
 
 def check_rows(rows):
@@ -102,6 +152,7 @@ def check_rows(rows):
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"row {index} must be a dict of settings, got {shown(row)}")
-        unknown = [key for key in row if key not in ROW_FIELDS]
+        known = INPUT_FIELDS + ("settings",) + tuple(f.name for f in fields(RunSettings))
+        unknown = [key for key in row if key not in known]
         if unknown:
-            raise ValueError(f"row {index}: unknown field {shown(unknown[0])}; a row may set {', '.join(ROW_FIELDS)}")
+            raise ValueError(f"row {index}: unknown field {shown(unknown[0])}; a row may set {', '.join(known)}")

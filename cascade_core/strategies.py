@@ -42,14 +42,15 @@ def skipped(name, drafting):
                 skipped=NEEDS_THE_DRAFT_ALONE[name].format(described=drafting.described))
 
 
-def strategy_steps(pair, prompt, rule, alpha, threshold, batches=None, **settings):
+def strategy_steps(pair, prompt, settings, threshold, batches=None):
     """The four lanes (see the module's docstring) for one prompt, block by block: yields (strategy, the growing
     Trace, the list of lanes finished so far, which grows as they finish) after every block and returns the lanes;
-    ``settings``: gamma, temperature, seed, max_new_tokens as for generate; ``batches``: as for stream."""
-    lanes = []
+    ``settings``: the speculative cascade's RunSettings (the other lanes change its rule); ``batches``: as for
+    stream."""
+    lanes, rule, alpha = [], settings.rule, settings.alpha
 
     def run(strategy, **kwargs):
-        return mapped(stream(pair, prompt, batches=batches, **settings, **kwargs),
+        return mapped(stream(pair, prompt, settings=settings, batches=batches, **kwargs),
                       lambda trace: (strategy, trace, lanes))
 
     alone = pair.drafting.runs_alone

@@ -205,9 +205,37 @@ def expected_accepted(acceptance):
 
 
 def train_head(pair, args, say):
+    """Train the head for ``args.minutes`` (or ``args.steps``), resumable: its checkpoint, curve and best head are
+    kept under ``args.work`` and ``args.out`` after every evaluation. Returns the training state."""
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)
+    head, items, held, full_head, meta = prepared_head(pair, work, args, say)
+    params = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("embed_tokens.")]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    state = resumed_state(head, opt, work / "checkpoint.pt", say)
+    lm_rows = full_head[head.token_ids]
+    loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
+    budget = args.minutes * 60
+    done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
+    while not done():
+        for group in batches(items, args.batch_tokens, args.seed + state["epoch"]):
+            start = time.perf_counter()
+            loss = train_step(head, opt, params, pair, args, state, collate([items[i] for i in group]), lm_rows,
+                              loss_fn, budget)
+            state["step"] += 1
+            state["seconds"] += time.perf_counter() - start
+            if state["step"] % args.eval_every == 0 or done():
+                evaluated(head, opt, held, full_head, args, state, loss, work, lambda scores: meta(state, scores), say)
+            if done():
+                break
+        state["epoch"] += 1
+    return state
+
+
+def prepared_head(pair, work, args, say):
+    """(a new head over the draft vocabulary ranked from the target's answers, the training items, the held-out
+    features, the target's full output head, meta(state, scores): what a saved head records)."""
     layers = default_aux_layers(pair.target.config.num_hidden_layers)
     items, mass = training_rounds(pair, work, args, layers, say)
     ranked = sorted(range(pair.vocab_size), key=lambda v: (-float(mass[v]), v))
@@ -222,59 +250,57 @@ def train_head(pair, args, say):
     ceiling = {t: acceptance_ceiling(held, ranked, full_head, sizes, t) for t in (1.0, 0.7)}
     say(f"held-out ceiling of 1 - TV by draft vocabulary size (the target's mass inside it): at T 1 {ceiling[1.0]}, "
         f"at T 0.7 {ceiling[0.7]}")
-    params = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("embed_tokens.")]
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
-    state = {"step": 0, "epoch": 0, "seconds": 0.0, "best": -1.0, "curve": []}
-    ckpt = work / "checkpoint.pt"
-    if ckpt.exists():  # the head's vocabulary (d2t, t2d) comes back with it
-        saved = torch.load(ckpt)
-        head.load_state_dict(saved["head"], strict=False)
-        opt.load_state_dict(saved["opt"])
-        state = saved["state"]
-        say(f"resumed at step {state['step']} ({state['seconds'] / 60:.1f} min)")
-    lm_rows = full_head[head.token_ids]
-    loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
-    budget, k = args.minutes * 60, args.unroll
-    meta = lambda scores: dict(target="SmolLM2-135M-Instruct", options=training_options(args, HEAD_OPTIONS),  # noqa: E731
-                               step=state["step"], minutes=round(state["seconds"] / 60, 1), coverage=coverage,
-                               ceiling=ceiling, answers=len(items),
-                               answer_tokens=sum(len(x["ids"]) - x["first"] for x in items),
-                               held_out_acceptance_by_step=scores)
-    done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
-    while not done():
-        for group in batches(items, args.batch_tokens, args.seed + state["epoch"]):
-            start = time.perf_counter()
-            frac = min(1.0, state["seconds"] / budget)
-            lr = args.lr * min(1.0, (state["step"] + 1) / 30) * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
-            for group_ in opt.param_groups:
-                group_["lr"] = lr
-            with precision(pair.target.device):
-                # the first --first-step-minutes train the first drafting step alone (three times the steps a
-                # minute; the pilot in docs/benchmarks.md), then the training-time test unrolls all k steps
-                unroll = 1 if state["seconds"] < args.first_step_minutes * 60 else k
-                losses = step_losses(head, collate([items[i] for i in group]), lm_rows, unroll, loss_fn)
-                loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            state["step"] += 1
-            state["seconds"] += time.perf_counter() - start
-            if state["step"] % args.eval_every == 0 or done():
-                head.eval()
-                scores = evaluate(head, held, full_head, k)
-                head.train()
-                state["curve"].append([state["step"], round(state["seconds"] / 60, 2), round(loss.item(), 4), scores])
-                say(f"step {state['step']}  {state['seconds'] / 60:.1f} min  loss {loss.item():.3f}  held-out 1 - TV "
-                    f"by step at T 1 {scores['1.0']}, at T 0.7 {scores['0.7']}")
-                score = expected_accepted(scores["0.7"])
-                if score > state["best"]:
-                    state["best"] = score
-                    save_head(head, args.out, meta(scores))
-                torch.save({"head": {n: v for n, v in head.state_dict().items() if not n.startswith("embed_tokens.")},
-                            "opt": opt.state_dict(), "state": state}, ckpt)
-                (work / "curve.json").write_text(json.dumps(state["curve"]))
-            if done():
-                break
-        state["epoch"] += 1
-    return state
+
+    def meta(state, scores):
+        return dict(target="SmolLM2-135M-Instruct", options=training_options(args, HEAD_OPTIONS), step=state["step"],
+                    minutes=round(state["seconds"] / 60, 1), coverage=coverage, ceiling=ceiling, answers=len(items),
+                    answer_tokens=sum(len(x["ids"]) - x["first"] for x in items), held_out_acceptance_by_step=scores)
+
+    return head, items, held, full_head, meta
+
+
+def resumed_state(head, opt, checkpoint, say):
+    """The training state, from the checkpoint where there is one (the head's vocabulary, d2t and t2d, with it)."""
+    if not checkpoint.exists():
+        return {"step": 0, "epoch": 0, "seconds": 0.0, "best": -1.0, "curve": []}
+    saved = torch.load(checkpoint)
+    head.load_state_dict(saved["head"], strict=False)
+    opt.load_state_dict(saved["opt"])
+    say(f"resumed at step {saved['state']['step']} ({saved['state']['seconds'] / 60:.1f} min)")
+    return saved["state"]
+
+
+def train_step(head, opt, params, pair, args, state, batch, lm_rows, loss_fn, budget):
+    """One optimiser step (warm-up, then cosine decay over the time budget); returns the loss."""
+    frac = min(1.0, state["seconds"] / budget)
+    lr = args.lr * min(1.0, (state["step"] + 1) / 30) * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+    for group in opt.param_groups:
+        group["lr"] = lr
+    with precision(pair.target.device):
+        # the first --first-step-minutes train the first drafting step alone (three times the steps a minute; the
+        # pilot in docs/benchmarks.md), then the training-time test unrolls all k steps
+        unroll = 1 if state["seconds"] < args.first_step_minutes * 60 else args.unroll
+        losses = step_losses(head, batch, lm_rows, unroll, loss_fn)
+        loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return loss
+
+
+def evaluated(head, opt, held, full_head, args, state, loss, work, meta, say):
+    """Held-out acceptance by step, the curve, the best head so far saved, and the checkpoint to resume from."""
+    head.eval()
+    scores = evaluate(head, held, full_head, args.unroll)
+    head.train()
+    state["curve"].append([state["step"], round(state["seconds"] / 60, 2), round(loss.item(), 4), scores])
+    say(f"step {state['step']}  {state['seconds'] / 60:.1f} min  loss {loss.item():.3f}  held-out 1 - TV by step at "
+        f"T 1 {scores['1.0']}, at T 0.7 {scores['0.7']}")
+    score = expected_accepted(scores["0.7"])
+    if score > state["best"]:
+        state["best"] = score
+        save_head(head, args.out, meta(scores))
+    torch.save({"head": {n: v for n, v in head.state_dict().items() if not n.startswith("embed_tokens.")},
+                "opt": opt.state_dict(), "state": state}, work / "checkpoint.pt")
+    (work / "curve.json").write_text(json.dumps(state["curve"]))

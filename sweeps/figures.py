@@ -12,9 +12,9 @@ RULE_COLOURS = {"lossless": "#000000", "lossy": "#999999", "chow": "#E69F00", "d
                 "v1": "#F0E442", "v2": "#CC79A7", "v3": "#0072B2", "bild": "#D55E00", "target": "#444444",
                 "draft": "#BBBBBB"}
 X_AXES = {"calls": "target calls per token (lower is cheaper)",
-          "speedup": "the paper's speed-up estimate at c over the target alone"}
-QUALITY = {"target_nll": "target NLL (lower is better)", "rouge_l": "ROUGE-L F1 (higher is better)",
-           "exact_match": "exact match (higher is better)"}
+          "speedup": "the cost model's speed-up at c over the target alone"}  # Leviathan et al.'s (2023) formula
+QUALITY = {"target_nll": "target NLL (lower: likelier under the target, not better text)",
+           "rouge_l": "ROUGE-L F1 (higher is better)", "exact_match": "exact match (higher is better)"}
 
 
 def points(summary, x, quality, c):
@@ -42,7 +42,8 @@ def points(summary, x, quality, c):
 
 
 def pareto(pts, x, quality):
-    """The points no other point beats on both axes (cheaper or faster, and better), in x order."""
+    """The points no other point beats on both axes (cheaper or faster, and a lower NLL or a higher score), in x
+    order."""
     lower_is_better = quality == "target_nll"
     cheaper = (lambda a, b: a <= b) if x == "calls" else (lambda a, b: a >= b)
     better = (lambda a, b: a <= b) if lower_is_better else (lambda a, b: a >= b)

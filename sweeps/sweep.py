@@ -75,6 +75,28 @@ def sweep(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), **options):
     return finish(sweep_steps(pair_spec, prompts, rules, alphas, seeds, **options))
 
 
+def checked(pair_spec, rules, alphas, seeds, gamma, temperature, max_new_tokens, lanes):
+    """A sweep's settings, each checked before any model loads: (rules, seeds, alphas, lanes) as it runs them."""
+    rules, seeds = list(rules), list(seeds)
+    check(rules, seeds, gamma, temperature, max_new_tokens)
+    alphas = parse_alphas(alphas)
+    check_alphas(rules, alphas)
+    parse_pair(pair_spec)
+    return rules, seeds, alphas, whole_number(lanes, "lanes", 1, MAX_BATCH_ROWS)
+
+
+def resumed(folder, chains, per_rule):
+    """{chain key: rows} of the chains a resumed sweep's folder holds finished at this sweep's alphas (the folder
+    rewritten to them alone)."""
+    done = {}
+    for row in folder.finished_rows() if folder else []:
+        done.setdefault(chain_key(row), []).append(row)
+    done = {key: rows for key, rows in done.items() if [r["alpha"] for r in rows] == per_rule[key[1]]}
+    if folder:
+        folder.rewrite([r for item, rule, seed in chains for r in done.get((item["prompt_id"], rule, seed), [])])
+    return done
+
+
 def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma=4, temperature=1.0,
                 max_new_tokens=64, share_prefix=True, ray=False, ray_address=None, out=None, progress=None, pair=None,
                 lanes=LANES, batches=None):
@@ -85,12 +107,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     cluster; ``progress(done, total, rows)``: called as chains finish; ``pair``: an already loaded pair
     (in-process only); ``lanes``: how many chains (and pilot runs) decode side by side in one batch (1: one after
     another); ``batches``: the RunningBatches to decode in (a server's; by default the sweep's own)."""
-    rules, seeds = list(rules), list(seeds)
-    check(rules, seeds, gamma, temperature, max_new_tokens)
-    lanes = whole_number(lanes, "lanes", 1, MAX_BATCH_ROWS)
-    alphas = parse_alphas(alphas)
-    check_alphas(rules, alphas)
-    parse_pair(pair_spec)
+    rules, seeds, alphas, lanes = checked(pair_spec, rules, alphas, seeds, gamma, temperature, max_new_tokens, lanes)
     settings = dict(pair=pair_spec, rules=rules, alphas=alphas, seeds=seeds, gamma=gamma, temperature=temperature,
                     max_new_tokens=max_new_tokens, prompts=[p["prompt_id"] for p in prompts])
     folder = SweepFolder(out, settings) if out else None
@@ -101,12 +118,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
         pilot = pilot_steps(pair, prompts, gamma, temperature, max_new_tokens, lanes, batches)
         positions = yield from mapped(pilot, lambda traces: Progress("pilot", 0, len(chains), traces))
     per_rule = alphas_per_rule(rules, alphas, positions)
-    done = {}
-    for row in folder.finished_rows() if folder else []:
-        done.setdefault(chain_key(row), []).append(row)
-    done = {key: rows for key, rows in done.items() if [r["alpha"] for r in rows] == per_rule[key[1]]}
-    if folder:
-        folder.rewrite([r for item, rule, seed in chains for r in done.get((item["prompt_id"], rule, seed), [])])
+    done = resumed(folder, chains, per_rule)
     todo = [chain for chain in chains if (chain[0]["prompt_id"], chain[1], chain[2]) not in done]
 
     def finished(rows):

@@ -7,7 +7,8 @@ import pytest
 from gradio_client import Client
 
 from app.explore import ExploreHandlers, Run, View, status_only
-from app.controls import Settings, alpha_slider_range, rule_changed
+from app.controls import alpha_slider_range, rule_changed
+from app.settings import AppSettings
 from app.pairs import PairCache, check_public
 from app.viz.format import markdown_text
 from cascade_core.models import parse_pair
@@ -246,7 +247,7 @@ def test_a_newer_run_of_the_page_takes_its_view(handlers):
 
 def test_the_newest_run_to_stream_keeps_the_view():
     """Runs take the view in the order they were started, whichever streams its first tokens first."""
-    from app.explore import PageRuns
+    from app.page_runs import PageRuns
 
     runs, page = PageRuns(), gr.Request(session_hash="p")
     older, newer = runs.join(page), runs.join(page)
@@ -370,7 +371,7 @@ def test_handlers_survive_zerogpu_pickling(handlers, tiny):
     views = [pickle.loads(pickle.dumps(view)) for view in handlers.rerun(*pickle.loads(pickle.dumps(
         (run, *{**SETTINGS, "alpha": 0.95}.values()))))]
     assert views[-1].run.trace.tokens == fresh(tiny, alpha=0.95).tokens
-    settings = Settings.from_inputs("Hello there", "tiny", True, "v3", 0.5, 4, 1.0, 48, 0)
+    settings = AppSettings.from_inputs("Hello there", "tiny", True, "v3", 0.5, 4, 1.0, 48, 0)
     assert len(pickle.dumps((handlers, settings))) < 10_000  # the /run API's GPU call
 
 

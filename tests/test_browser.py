@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from app.controls import explore_gamma
+from app.settings import auto_or_fixed_gamma
 from app.explore import DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_RULE, DEFAULT_TEMPERATURE
 from browser import CHROMIUM, CHROMIUM_ARGS, set_alpha, set_number
 from cascade_core import generate, load_pair
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 PROMPT = "Hello there"
-RUN = dict(rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=explore_gamma(DEFAULT_GAMMA), temperature=DEFAULT_TEMPERATURE, seed=0,
+RUN = dict(rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=auto_or_fixed_gamma(DEFAULT_GAMMA), temperature=DEFAULT_TEMPERATURE, seed=0,
            max_new_tokens=64)  # the page's defaults
 NEW_ALPHA = 0.95
 

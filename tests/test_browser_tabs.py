@@ -29,7 +29,7 @@ def test_compare(page):
     assert page.locator("#compare-rows .compare-row").count() == 6
     assert page.locator("#compare-rows .diverge").count() >= 1
     assert page.eval_on_selector("#compare-rows .tok.diverge", "e => getComputedStyle(e).outlineStyle") != "none"
-    assert "the draft's token, kept without the target" in page.inner_text("#compare-rows .legend")
+    assert "the draft's token, verified and kept with probability 1" in page.inner_text("#compare-rows .legend")
     assert "| chow alpha 0.5 |" not in page.inner_text("#compare-stats")  # rendered as a table, not Markdown text
     assert "chow alpha 0.5" in page.inner_text("#compare-stats")
     page.screenshot(path=SCREENSHOTS / "tiny-compare.png", full_page=True)

@@ -50,7 +50,7 @@ def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gam
     """Explore's and Strategies' default gamma (0: auto) on `python app.py --compile`: the compiled path decodes
     fixed-length blocks, so the app runs COMPILED_GAMMA and measures no prices (each would be a graph to compile)."""
     from app.explore import ExploreHandlers
-    from app.controls import COMPILED_GAMMA
+    from app.settings import COMPILED_GAMMA
     from app.pairs import PairCache
     from app.strategies import StrategiesHandlers
     from test_app import SETTINGS

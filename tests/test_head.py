@@ -169,8 +169,9 @@ def test_loader_matches_the_format(head_pair, reference_head, prompt_ids):
     format; the float16 file's weights are what both read."""
     from cascade_core.batch import Batch
     from cascade_core.rows import start_row
+    from cascade_core.settings import RunSettings
 
-    row = start_row(head_pair, 2, prompt_ids=prompt_ids, rule="v3", alpha=0.3, seed=1, max_new_tokens=4)
+    row = start_row(head_pair, RunSettings(rule="v3", alpha=0.3, gamma=2, seed=1, max_new_tokens=4), prompt_ids=prompt_ids)
     batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()
@@ -333,6 +334,7 @@ def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
     the target's features (the block's first proposal), step j the head's own output, under the training mask."""
     from cascade_core.batch import Batch
     from cascade_core.rows import start_row
+    from cascade_core.settings import RunSettings
     from distill.head import unrolled
 
     head, target = head_pair.draft, head_pair.target
@@ -343,7 +345,8 @@ def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
     with torch.no_grad():
         trained = [head.draft_logits(h)[0] for h in unrolled(head, torch.tensor([sequence]), feats, 3)]
     t = len(prompt_ids) - 2  # the engine's history is sequence[: t + 1], its last token sequence[t + 1]
-    row = start_row(head_pair, 3, prompt_ids=sequence[: t + 2], rule="v3", alpha=0.3, seed=1, max_new_tokens=4)
+    row = start_row(head_pair, RunSettings(rule="v3", alpha=0.3, gamma=3, seed=1, max_new_tokens=4),
+                    prompt_ids=sequence[: t + 2])
     batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()

@@ -7,9 +7,11 @@ from app.strategies import done_text
 from cascade_core import finish, generate, stream, stream_batch, stream_lanes
 from cascade_core.models import tiny_pair
 from cascade_core.running import RunningBatches
+from cascade_core.settings import RunSettings
 from cascade_core.strategies import strategy_steps
 
 COUNTS = ("target_calls", "draft_calls")
+STRATEGY = RunSettings(rule="v3", alpha=0.5, gamma=3, temperature=1.0, seed=0, max_new_tokens=20)
 # (prompt, rule, alpha, seed, tokens): tokens of one size class (17 to 64), which share a batch
 RUNS = [("The cat", "v3", 0.5, 0, 40), ("Once upon a time", "chow", 0.3, 1, 18), ("2 plus 3 is", "lossless", 0.0, 2, 30),
         ("x", "opt", 0.2, 3, 25), ("Hello", "target", 0.0, 4, 19), ("Tell me", "diff", 0.1, 5, 33)]
@@ -136,8 +138,7 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
     generations = [stream_batch(tiny64, rows, gamma=3, batches=batches),
                    stream_lanes(tiny64, [lane("The cat", [0.2, 0.6]), lane("Once", [0.3, 0.9])], gamma=3, width=1,
                                 batches=batches),
-                   strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, batches=batches, gamma=3, temperature=1.0, seed=0,
-                                  max_new_tokens=20),
+                   strategy_steps(tiny64, "Hello", STRATEGY, 0.6, batches=batches),
                    stream(tiny64, "Why", batches=batches, rule="chow", alpha=0.4, seed=9, max_new_tokens=30, gamma=3)]
     batch, lanes, strategies, alone = interleaved(generations, start_at=[0, 1, 2, 3])
     for trace, run in zip(batch, RUNS[:3]):
@@ -153,8 +154,7 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
     assert "Other calls were generating meanwhile" in done_text(strategies)
     assert "rows_of_other_calls" not in generate(tiny64, "Hello", max_new_tokens=4, gamma=3).counters
     batches = RunningBatches()
-    quiet = finish(strategy_steps(tiny64, "Hello", "v3", 0.5, 0.6, batches=batches, gamma=3, temperature=1.0, seed=0,
-                                  max_new_tokens=20))
+    quiet = finish(strategy_steps(tiny64, "Hello", STRATEGY, 0.6, batches=batches))
     assert all(lane["totals"]["rows_of_other_calls"] == 0 for lane in quiet) and "Other" not in done_text(quiet)
     names = [lane["name"] for lane in strategies if lane["totals"]]
     assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]

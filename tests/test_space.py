@@ -15,7 +15,7 @@ import torch
 
 import app.gpu
 from app.explore import ExploreHandlers
-from app.controls import Settings
+from app.settings import AppSettings
 from app.layout import QUEUE_SIZE
 from app.pairs import SEED_PAIR, PairCache, drafts_with_a_head
 from cascade_core.models import parse_pair, with_draft
@@ -160,7 +160,7 @@ class NoTensors(pickle.Pickler):
 def test_what_the_gpu_functions_yield_holds_no_tensor():
     handlers = ExploreHandlers(PairCache(), "tiny")
     views = list(handlers.run(*{**SETTINGS, "max_new_tokens": 12}.values()))
-    messages = list(handlers._trace_messages(Settings.from_inputs("Hi", "tiny", True, "v3", 0.5, 4, 1.0, 12, 0)))
+    messages = list(handlers._trace_messages(AppSettings.from_inputs("Hi", "tiny", True, "v3", 0.5, 4, 1.0, 12, 0)))
     for value in views + messages:
         NoTensors(io.BytesIO()).dump(value)
     assert len(views[-1].run.trace.tokens) == 12 and messages[-1][0]  # the run's last view, and /run's result

@@ -5,8 +5,13 @@ import html
 from .format import number
 from .tokens import legend_html, token_span
 
-WHY = ("Every row uses the same seed, so every position draws the same random numbers: rows agree until a rule's "
-       "decision changes the text, and the first token where a row leaves the row above is outlined.")
+WHY = ("Every row uses the same seed, and each position's random numbers come from (seed, position), so on a common "
+       "prefix every cascade row's draft proposes the same token. Two cascade rows then write the same token there "
+       "when both keep that proposal, or when both verify it against the same pi by the same test (lossy's lenient "
+       "test is its own); the first token where a row leaves the row above is outlined. The baselines sample one "
+       "model directly: draft-only writes the draft's proposals, and target-only samples p with the draft's number, "
+       "so at T > 0 it matches lossless only by chance though both follow p (at T 0 both write the target's greedy "
+       "text, up to near ties).")
 
 
 def first_divergence(tokens, above):
@@ -41,7 +46,7 @@ def compare_html(rows):
 
 def compare_stats_markdown(stats_rows):
     """stats_rows: dicts with label, target_calls, deferral_rate, acceptance_rate, target_nll, speedup, c."""
-    lines = ["| row | target calls | deferral rate | acceptance | target NLL | the paper's speed-up estimate at c |",
+    lines = ["| row | target calls | deferral rate | acceptance | target NLL | the cost model's speed-up at c |",
              "|---|---:|---:|---:|---:|---:|"]
     for s in stats_rows:
         rate = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731

@@ -94,9 +94,12 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
         parts.append(f"The engine kept the proposal with probability {number(loaded['accept_prob'])}; here "
                      f"min(1, pi/q) = {number(kept)}.")
     if loaded["temperature"] != 1:
-        parts.append(f"The run sampled at T = {loaded['temperature']:g} and the Sandbox computes at T = 1: which "
-                     "tokens defer (a*) is the same at every temperature, but pi and the keep probabilities here are "
-                     "those at T = 1, not the run's.")
+        parts.append(f"The run sampled at T = {loaded['temperature']:g} and the Sandbox computes at T = 1. Which "
+                     "tokens defer is still the run's for every rule but lossy: the position rules' a* here are the "
+                     "engine's at the run's T (opt's reads TV of the tempered q and p, and BiLD* takes its greedy "
+                     "form at T = 0, so theirs change with T), and v1, v2 and v3 threshold temperature-1 "
+                     "probabilities, as the engine does. Lossy's a*, pi and the keep probabilities here are those at "
+                     "T = 1, not the run's.")
     return f'<p class="loaded">{html.escape(" ".join(parts))}</p>'
 
 
@@ -109,8 +112,8 @@ def sandbox_html(labels, numbers, rule, alpha, loaded=None):
         decision = record.summary
     elif record.per_token:
         kept = [label for label, d in tokens if not d]
-        decision = (f"{rule} keeps the accepted set A = {{{', '.join(map(repr, kept))}}} without the target and defers "
-                    f"{{{', '.join(map(repr, deferred))}}} (alpha = {alpha:.2f} < a*).")
+        decision = (f"{rule} keeps the accepted set A = {{{', '.join(map(repr, kept))}}} (a proposal from A is kept "
+                    f"with probability 1) and defers {{{', '.join(map(repr, deferred))}}} (alpha = {alpha:.2f} < a*).")
     else:
         decision = (f"{rule} {'defers' if deferred else 'does not defer'} at this position: a* = "
                     f"{number(numbers['a_star'][0])} {'>' if deferred else '<='} alpha = {alpha:.2f}, so pi = "

@@ -35,7 +35,8 @@ def stats_markdown(stats, caption="", pair=""):
 
 def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, block_gamma=None):
     """The cost model's speed-up priced with the calls measured on this machine (once the run has finished), and at
-    the slider's c with a verification priced as one target token (the paper's estimate)."""
+    the slider's c with a verification priced as one target token (Leviathan et al.'s (2023) estimate, with this
+    engine's g + 1 draft calls per block)."""
     if stats is None:
         return "**Projected speed-up:** – (run the cascade: its acceptance rate prices it)"
     if at_c is None:
@@ -44,8 +45,8 @@ def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, b
     overhead = stats.get("overhead_seconds_per_block") or 0.0
     chosen = f"gamma auto (mostly {g})" if gamma == "auto" else f"gamma {g}"
     acceptance = number(stats["acceptance_rate"], 2)
-    at_slider = (f"the slider's c = {cost_ratio:.2f}, a verification priced as one target token (the paper's "
-                 f"estimate): {at_c:.2f}×")
+    at_slider = (f"the slider's c = {cost_ratio:.2f}, a verification priced as one target token (Leviathan et al.'s "
+                 f"(2023) estimate, {g + 1} draft calls per block): {at_c:.2f}×")
     if priced is None:
         return (f"**Projected speed-up over target-only decoding: {at_c:.2f}×** (acceptance {acceptance}, {chosen}, "
                 f"at {at_slider})")

@@ -8,7 +8,7 @@ from .format import number, token_repr
 COLOURS = {"accepted": "#0072B2", "deferred": "#E69F00", "replaced": "#D55E00", "will-change": "#999999",
            "target-only": "#CC79A7", "draft-only": "#56B4E9"}
 LEGEND = {
-    "accepted": "the draft's token, kept without the target",
+    "accepted": "the rule did not defer: the draft's token, verified and kept with probability 1",
     "deferred": "the target checked the draft's token and kept it",
     "replaced": "the target's correction",
     "will-change": "regenerated when you release the slider",

@@ -1,0 +1,226 @@
+"""The claims the app teaches about the method (lessons, legends, tooltips, docstrings), each checked against the
+engine or the rules, so that a false sentence fails a test. Equations and lemmas are Narasimhan et al.'s (ICLR 2025);
+the block and its randomness are docs/spec.md's."""
+import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from app.learn import LESSONS, OPT_ANSWER, look_for_frontier, look_for_speculative
+from app.sandbox import START, loaded_position
+from app.viz.compare import WHY
+from app.viz.sandbox import loaded_html
+from app.viz.tokens import LEGEND
+from cascade_core import generate
+from cascade_core.costs import expected_speedup
+from cascade_core.explain import dissect
+from cascade_core.rules import RULES, Distributions, critical_alpha
+from cascade_core.sampling import untempered_and_tempered
+from sweeps.quality import target_nll, target_probabilities
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = dict(max_new_tokens=24, stop_at_eos=False)
+GAMMA = 3
+
+
+def run(pair, rule, alpha=0.0, temperature=1.0, seed=1):
+    return generate(pair, "Hello there", rule=rule, alpha=alpha, gamma=GAMMA, temperature=temperature, seed=seed,
+                    **RUN)
+
+
+def blocks(trace):
+    """Each block's sources, in order (a position's ``block`` is the target call that verified it)."""
+    found = {}
+    for pos in trace.positions:
+        found.setdefault(pos["block"], []).append(pos["source"])
+    return list(found.values())
+
+
+# -- Lesson 1: the first rejection ends the block --------------------------------------------------------------
+
+def test_a_block_ends_at_its_first_rejection(tiny64):
+    """Not "keeps or replaces each token": a replacement is always a block's last token, and blocks cut short by
+    one emit fewer than gamma + 1 tokens (the later proposals are discarded)."""
+    found = blocks(run(tiny64, "lossless"))
+    assert all(len(sources) <= GAMMA + 1 and "replaced" not in sources[:-1] for sources in found)
+    assert any(sources[-1] == "replaced" and len(sources) < GAMMA + 1 for sources in found)
+    idea = LESSONS[0].idea
+    assert "first rejection" in idea and "discarded unseen" in idea and "keeps or replaces" not in idea
+
+
+# -- Lesson 6: what a block costs, as the counters show it ------------------------------------------------------
+
+@pytest.mark.parametrize("rule, alpha", [("lossless", 0.0), ("v3", 0.5), ("opt", 0.2)])
+def test_a_block_costs_gamma_plus_one_draft_calls_and_one_target_call(tiny64, rule, alpha):
+    trace = run(tiny64, rule, alpha, seed=2)
+    starts = [i for i, pos in enumerate(trace.positions) if i == 0 or pos["block"] != trace.positions[i - 1]["block"]]
+    assert trace.stats["target_calls"] == len(starts)
+    # every block drafts gamma + 1 proposals, however early it ends; only the last blocks are cut by the token limit
+    assert trace.stats["draft_calls"] == sum(min(GAMMA + 1, RUN["max_new_tokens"] - i) for i in starts)
+    idea = LESSONS[5].idea
+    assert "gamma + 1 proposals (gamma + 1 draft calls)" in idea and "one target call" in idea
+    assert "no bonus token" in idea and "Algorithm 4 drafts gamma" in idea
+
+
+def test_a_block_whose_proposals_all_pass_emits_gamma_plus_one_tokens_and_no_bonus(tiny64):
+    """chow at alpha 1 never defers: every proposal is verified against pi = q and kept."""
+    trace = run(tiny64, "chow", 1.0)
+    assert [len(sources) for sources in blocks(trace)] == [GAMMA + 1] * (RUN["max_new_tokens"] // (GAMMA + 1))
+    assert trace.stats["target_calls"] == RUN["max_new_tokens"] // (GAMMA + 1)
+    assert trace.stats["draft_calls"] == RUN["max_new_tokens"]
+
+
+# -- Lessons 2 and 4, the legend: a token the rule did not defer is still verified -------------------------------
+
+@pytest.mark.parametrize("rule, alpha", [("chow", 0.5), ("v1", 0.2), ("v3", 0.5)])
+def test_a_token_the_rule_did_not_defer_is_verified_and_kept_with_probability_one(tiny64, rule, alpha):
+    trace = run(tiny64, rule, alpha, seed=3)
+    kept = [pos for pos in trace.positions if alpha >= pos["a_star"][rule]]
+    assert kept and all(pos["accept_prob"] == pytest.approx(1.0) and pos["source"] == "accepted" for pos in kept)
+    assert "unchecked" not in LESSONS[1].idea + LESSONS[3].idea and "probability 1" in LEGEND["accepted"]
+
+
+@pytest.mark.parametrize("rule, alpha", [("v1", 0.1), ("v2", 0.1), ("v3", 0.5)])
+def test_a_token_rules_accepted_set_has_pi_at_least_q(rule, alpha):
+    _, q, p = START
+    numbers = dissect(rule, q, p, alpha)
+    accepted = [i for i, defers in enumerate(numbers["defers"]) if not defers]
+    assert accepted and all(numbers["pi"][i] >= numbers["q"][i] - 1e-12 for i in accepted)
+    assert all(numbers["accept_prob"][i] == pytest.approx(1.0) for i in accepted)
+
+
+# -- rules.py and the Sandbox: which rules' decisions depend on temperature -------------------------------------
+
+LOGITS = 2 * torch.randn(2, 64, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def at_temperature(t):
+    (q_untempered, q), (p_untempered, p) = (untempered_and_tempered(logits, t) for logits in LOGITS)
+    return Distributions(q, p, q_untempered, p_untempered, greedy=t == 0)
+
+
+def test_chow_diff_and_the_token_rules_decide_alike_at_every_temperature():
+    for name in ("chow", "diff", "v1", "v2", "v3"):
+        for t in (0.0, 0.5, 2.0):
+            assert torch.equal(RULES[name].a_star(at_temperature(t)), RULES[name].a_star(at_temperature(1.0))), name
+
+
+def test_opts_deferral_set_changes_with_temperature():
+    cold, warm = (RULES["opt"].a_star(at_temperature(t)) for t in (0.5, 1.0))
+    i = next(i for i in range(len(cold)) if math.isfinite(cold[i]) and math.isfinite(warm[i]) and cold[i] != warm[i])
+    alpha = float(cold[i] + warm[i]) / 2
+    assert bool(RULES["opt"].defers(at_temperature(0.5), alpha)[i]) != bool(RULES["opt"].defers(at_temperature(1.0),
+                                                                                              alpha)[i])
+
+
+def test_lossy_and_bild_at_zero_depend_on_temperature():
+    assert not torch.equal(RULES["lossy"].a_star(at_temperature(0.5)), RULES["lossy"].a_star(at_temperature(1.0)))
+    assert torch.equal(RULES["bild"].a_star(at_temperature(0.5)), RULES["bild"].a_star(at_temperature(1.0)))
+    assert not torch.equal(RULES["bild"].a_star(at_temperature(0.0)), RULES["bild"].a_star(at_temperature(1.0)))
+
+
+@pytest.mark.parametrize("alpha", [-1.0, -0.2, 0.0, 0.1, 0.4, 1.0])
+def test_under_greedy_decoding_opts_pi_is_diffs(alpha):
+    """Lemma 8: at T = 0 both q and p are one-hot, so TV is 0 (where their tokens agree, pi = p = q anyway) or 1."""
+    d = at_temperature(0.0)
+    assert torch.equal(RULES["opt"].target(d, alpha), RULES["diff"].target(d, alpha))
+
+
+def test_a_loaded_position_at_another_temperature_defers_as_the_run_did_for_every_rule_but_lossy(tiny64):
+    trace = run(tiny64, "opt", 0.2, temperature=0.6)
+    differs = {}
+    for i in range(len(trace.positions)):
+        loaded = loaded_position(SimpleNamespace(trace=trace), i)
+        for rule, alpha in (("opt", 0.2), ("bild", 2.0), ("chow", 0.5), ("v3", 0.5), ("lossy", 0.3)):
+            numbers = dissect(rule, loaded["q"], loaded["p"], alpha, rest=loaded["rest"])
+            engine = trace.positions[i]["a_star"][rule]
+            differs[rule] = differs.get(rule, False) or numbers["a_star"][0] != pytest.approx(engine, rel=1e-6)
+    assert differs == dict(opt=False, bild=False, chow=False, v3=False, lossy=True)
+    words = loaded_html(loaded, loaded["labels"], numbers, "lossy", 0.3)
+    assert "every rule but lossy" in words and "same at every temperature" not in words
+
+
+# -- Lesson 3: where opt defers more --------------------------------------------------------------------------
+
+def test_at_a_fixed_confidence_gap_opt_defers_less_where_the_models_disagree_more():
+    q = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    agree, disagree = (torch.tensor(p, dtype=torch.float64) for p in ([0.7, 0.2, 0.1], [0.1, 0.2, 0.7]))
+    # both gaps max p - max q are 0.2; TV is 0.2 and 0.5, so a* = 0.2 / TV is 1.0 and 0.4
+    a_agree, a_disagree = (float(critical_alpha("opt", q, p, 0)) for p in (agree, disagree))
+    assert a_agree == pytest.approx(1.0) and a_disagree == pytest.approx(0.4)
+    assert 0.6 < a_agree and not 0.6 < a_disagree  # at alpha 0.6 opt defers where the models agree, only there
+    assert "defers more where the models agree (small TV) and less where they disagree" in OPT_ANSWER
+
+
+# -- Lesson 1's look-for: the greedy text and a near tie --------------------------------------------------------
+
+def test_greedy_lossless_writes_the_top_token_of_the_p_its_verification_read(tiny64):
+    target, lossless = (run(tiny64, rule, temperature=0.0) for rule in ("target", "lossless"))
+    assert all(pos["p_token"] == pos["max_p"] for pos in lossless.positions)
+    assert target.tokens == lossless.tokens  # float64: no near tie breaks differently
+
+
+def test_where_greedy_lossless_parts_from_the_target_the_look_for_says_why():
+    stats = dict(tokens=3, deferred=1, replaced=1, target_calls=2, tokens_per_target_call=1.5)
+    top = [[4, "a", 0.40001, 0.1], [3, "b", 0.39999, 0.2]]
+    target = SimpleNamespace(tokens=[1, 2, 3], stats=dict(stats, target_calls=3))
+    lossless = SimpleNamespace(tokens=[1, 2, 4], stats=stats, positions=[{}, {}, dict(top_p=top)])
+    look = look_for_speculative(None, (target, lossless))
+    assert "different text from the target alone from token 2" in look and "near tie" in look
+    assert "p 0.4000" in look and "different shapes round differently" in look
+    assert "speculative decoding is the target's greedy text" not in look
+
+
+# -- Lesson 5: what the target's NLL shows ---------------------------------------------------------------------
+
+def test_the_targets_greedy_text_scores_a_lower_nll_than_its_own_samples(tiny64):
+    """So lossless (sampling from the target) is no floor of the NLL, and a lower NLL is not better text."""
+    def nll(trace):
+        return target_nll(target_probabilities(tiny64, trace.prompt_ids, trace.tokens)[0])
+
+    greedy = nll(run(tiny64, "target", temperature=0.0))
+    assert all(greedy < nll(run(tiny64, "lossless", seed=seed)) for seed in range(3))
+    idea = LESSONS[4].idea
+    assert "task metrics" in idea and "cannot rank" in idea and "Better means lower NLL" not in idea
+
+
+def test_the_frontiers_look_for_does_not_call_a_lower_point_better():
+    rows = [dict(rule="lossless", target_calls=12, tokens=24, target_nll=2.0),
+            dict(rule="v3", target_calls=8, tokens=24, target_nll=1.5)]
+    look = look_for_frontier(rows)
+    assert "not better text" in look and "better rule" not in look and "cannot rank" in look
+
+
+# -- Compare: when rows coincide ------------------------------------------------------------------------------
+
+def test_rows_verifying_against_the_same_pi_write_the_same_text(tiny64):
+    assert run(tiny64, "diff", -1.0).tokens == run(tiny64, "lossless").tokens  # diff at -1 always defers: pi = p
+    assert run(tiny64, "chow", 1.0).tokens == run(tiny64, "draft").tokens  # chow at 1 never defers: pi = q
+
+
+def test_target_only_and_lossless_part_at_positive_temperature_and_agree_greedily(tiny64):
+    assert all(run(tiny64, "target", seed=s).tokens != run(tiny64, "lossless", seed=s).tokens for s in range(3))
+    assert run(tiny64, "target", temperature=0.0).tokens == run(tiny64, "lossless", temperature=0.0).tokens
+    assert "rows agree until" not in WHY and "only by chance" in WHY
+
+
+# -- The cost model is Leviathan et al.'s, not the paper's -----------------------------------------------------
+
+def test_the_cost_model_is_leviathan_et_als_formula():
+    a, g, c = 0.6, 4, 0.2
+    assert expected_speedup(a, g, c) == pytest.approx((1 - a ** (g + 1)) / ((1 - a) * (g * c + 1)))
+    assert expected_speedup(a, g, c, g + 1) == pytest.approx((1 - a ** (g + 1)) / ((1 - a) * ((g + 1) * c + 1)))
+
+
+FALSE = re.compile(r"paper'?s (speed-up )?estimate|paper assumes|paper's assumption|keeps or replaces each|"
+                   r"stands unchecked|same at every temperature|the target's own quality", re.IGNORECASE)
+
+
+def test_no_false_sentence_about_the_method_is_left():
+    files = [p for folder in ("app", "cascade_core", "sweeps", "docs") for p in (ROOT / folder).rglob("*")
+             if p.suffix in (".py", ".md")] + [ROOT / "README.md", *(ROOT / "assets").glob("*.md")]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files for m in FALSE.finditer(p.read_text())]
+    assert not found, found
