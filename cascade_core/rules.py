@@ -12,6 +12,7 @@ Equation numbers are the ICLR 2025 paper's, as the authors' notebook cites them.
 """
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import torch
@@ -41,9 +42,30 @@ class Distributions:
                 object.__setattr__(self, f"{name}_untempered", getattr(self, name))
 
     def first(self, m):
-        """The first m positions."""
+        """The first m positions (with the statistics already computed for them)."""
         cut = lambda t: None if t is None else t[:m]  # noqa: E731
-        return Distributions(cut(self.q), cut(self.p), cut(self.q_untempered), cut(self.p_untempered), self.greedy)
+        first = Distributions(cut(self.q), cut(self.p), cut(self.q_untempered), cut(self.p_untempered), self.greedy)
+        for name in STATISTICS:
+            if name in self.__dict__:
+                first.__dict__[name] = self.__dict__[name][:m]
+        return first
+
+    # The statistics over the whole vocabulary that several rules, the verification and the trace read: computed
+    # once per block, not once per reader (a block's a* of every rule read max p nine times).
+    @cached_property
+    def max_q(self):
+        return max_prob(self.q_untempered)
+
+    @cached_property
+    def max_p(self):
+        return max_prob(self.p_untempered)
+
+    @cached_property
+    def tv(self):
+        return total_variation(self.q, self.p)
+
+
+STATISTICS = ("max_q", "max_p", "tv")
 
 
 # -- The formulas every rule shares (the spec's "Notation" and "One block") --------------------------------
@@ -72,6 +94,12 @@ def max_prob(d):
     return d.amax(-1)
 
 
+def column(t, x):
+    """t over the whole vocabulary ``[..., V]``, or (draft tokens x given) at x only, ``[..., 1]``: a token rule's
+    a* at the proposals is the same formula on one column (elementwise, so the same numbers)."""
+    return t if x is None else t.gather(-1, x.unsqueeze(-1))
+
+
 def _per_position(d):
     """A tensor of the positions' shape ``[...]``, to fill."""
     return (d.q if d.q is not None else d.p)[..., 0]
@@ -81,18 +109,18 @@ def _per_position(d):
 
 def chow_a_star(d):
     """Eq. (2): defer iff max q < 1 - alpha."""
-    return 1 - max_prob(d.q_untempered)
+    return 1 - d.max_q
 
 
 def diff_a_star(d):
     """Eq. (5): defer iff max q < max p - alpha."""
-    return max_prob(d.p_untempered) - max_prob(d.q_untempered)
+    return d.max_p - d.max_q
 
 
 def opt_a_star(d):
     """Eq. (10): defer iff max q < max p - alpha * TV(p, q), so a* = (max p - max q) / TV. Where TV = 0 the
     models agree (pi = p = q either way): a* is +inf if the target is surer, else -inf."""
-    gain, tv = diff_a_star(d), total_variation(d.q, d.p)
+    gain, tv = diff_a_star(d), d.tv
     return torch.where(tv == 0, torch.where(gain > 0, math.inf, -math.inf), gain / tv)
 
 
@@ -105,24 +133,24 @@ def bild_a_star(d):
     return -(d.q_untempered * log_p).sum(-1)
 
 
-def v1_a_star(d):
+def v1_a_star(d, x=None):
     """Eq. (13): defer token v iff q(v) < max p - alpha."""
-    return max_prob(d.p_untempered).unsqueeze(-1) - d.q_untempered
+    return d.max_p.unsqueeze(-1) - column(d.q_untempered, x)
 
 
-def v2_a_star(d):
+def v2_a_star(d, x=None):
     """Eq. (14): defer token v iff p(v) < max p - alpha."""
-    return max_prob(d.p_untempered).unsqueeze(-1) - d.p_untempered
+    return d.max_p.unsqueeze(-1) - column(d.p_untempered, x)
 
 
-def v3_a_star(d):
+def v3_a_star(d, x=None):
     """Eq. (15): defer token v iff p(v) < (1 - alpha) max p; the kept set is min-p-like, not a top-k."""
-    return 1 - d.p_untempered / max_prob(d.p_untempered).unsqueeze(-1)
+    return 1 - column(d.p_untempered, x) / d.max_p.unsqueeze(-1)
 
 
-def lossy_a_star(d):
+def lossy_a_star(d, x=None):
     """Lossy speculative decoding keeps v for certain iff p(v) >= (1 - alpha) q(v): a*(v) = 1 - p(v) / q(v)."""
-    return 1 - d.p / d.q.clamp_min(1e-10)
+    return 1 - column(d.p, x) / column(d.q, x).clamp_min(1e-10)
 
 
 def always(d):
@@ -192,9 +220,22 @@ class Rule:
         return self.pi(d, self.defers(d, alpha))
 
     def a_star_at(self, d, x):
-        """a* of the draft tokens x (shape ``[...]``)."""
-        a = self.a_star(d)
-        return a.gather(-1, x.unsqueeze(-1)).squeeze(-1) if self.per_token else a
+        """a* of the draft tokens x (shape ``[...]``): a token rule's at those tokens alone."""
+        return self.a_star(d, x).squeeze(-1) if self.per_token else self.a_star(d)
+
+    def at_proposals(self, d, alpha, x):
+        """(pi(x) at each position, pi's row j as a function, whether each position deferred) for draft tokens x.
+        pi over the whole vocabulary is built only where it is read: a token rule's pi at any token reads every
+        token's deferral (eta), while a position rule's pi is p or q itself, whose row a rejection samples from."""
+        deferred = alpha < self.a_star_at(d, x)
+        if self.pi is pi_per_token:
+            pi = self.target(d, alpha)
+            return pi.gather(-1, x.unsqueeze(-1)).squeeze(-1), lambda j: pi[j : j + 1], deferred
+        if self.pi is pi_per_position:
+            at = torch.where(deferred, column(d.p, x).squeeze(-1), column(d.q, x).squeeze(-1))
+            return at, lambda j: (d.p if deferred[j] else d.q)[j : j + 1], deferred
+        pi = self.pi(d, None)  # p or q itself
+        return pi.gather(-1, x.unsqueeze(-1)).squeeze(-1), lambda j: pi[j : j + 1], deferred
 
     def check_alpha(self, alpha):
         if not is_finite_number(alpha):

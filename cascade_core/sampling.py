@@ -112,13 +112,12 @@ def verify(name, d, x, alpha, uniforms):
     min(1, pi_j(x_j) / q_j(x_j)) (lossy: its lenient form) until the first rejection, whose residual is
     sampled; the block ends there."""
     rule = RULES[name]
-    pi = rule.target(d, alpha)
-    accept = acceptance_probability(_at(d.q, x), _at(pi, x), _lenience(rule, alpha))
+    pi_x, pi_row, deferred = rule.at_proposals(d, alpha, x)
+    accept = acceptance_probability(_at(d.q, x), pi_x, _lenience(rule, alpha))
     kept = uniforms[:, ACCEPT].to(accept.device) < accept.double()
     rejected = (~kept).nonzero()
-    deferred = alpha < rule.a_star_at(d, x)
     if len(rejected) == 0:
         return Verdict(len(x), None, accept, deferred)
     j = int(rejected[0])
-    correction = int(sample_inverse_cdf(residual(pi[j : j + 1], d.q[j : j + 1]), uniforms[j : j + 1, RESIDUAL])[0])
+    correction = int(sample_inverse_cdf(residual(pi_row(j), d.q[j : j + 1]), uniforms[j : j + 1, RESIDUAL])[0])
     return Verdict(j, correction, accept, deferred)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .rules import RULES, critical_alphas, max_prob, outcome_unchanged, total_variation
+from .rules import RULES, critical_alphas, outcome_unchanged
 from .strict_json import dumps, number
 
 SOURCES = ("accepted", "deferred", "replaced")
@@ -89,13 +89,13 @@ def block_records(block, rule, detokenizer, details=True):
     else:  # the run's own rule only (a baseline's always or never defers; a sequential chow step has no p)
         a_star = [{rule: a} for a in RULES[rule].a_star_at(d, x).tolist()]
     columns = dict(a_star=a_star, accept_prob=_column(block.accept_prob, m),
-                   max_p=_column(None if d.p is None else max_prob(d.p_untempered), m),
+                   max_p=_column(None if d.p is None else d.max_p, m),
                    p_token=_column(_gather(d.p_untempered, tokens), m))
     if details:
         columns.update(
             proposal_text=detokenizer.singles(block.proposals),
-            max_q=_column(None if d.q is None else max_prob(d.q_untempered), m),
-            tv=_column(total_variation(d.q, d.p) if both else None, m),
+            max_q=_column(None if d.q is None else d.max_q, m),
+            tv=_column(d.tv if both else None, m),
             q_x=_column(_gather(d.q_untempered, x), m), p_x=_column(_gather(d.p_untempered, x), m),
             top_q=[None] * m if d.q is None else _top(d.q_untempered, d.p_untempered if both else None, detokenizer),
             top_p=[None] * m if d.p is None else _top(d.p_untempered, d.q_untempered if both else None, detokenizer))

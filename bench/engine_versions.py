@@ -1,0 +1,62 @@
+"""Two versions of the engine side by side on this machine: each round runs every prompt in a fresh process of each
+version (alternating, so a drifting machine speed hits both alike), at the app's defaults on the bundled pair with
+its default draft; medians of ms per token and of the engine's own ms per block.
+
+    python bench/engine_versions.py --before /path/to/an/older/checkout [--rounds 3] [--max-new-tokens 64]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = ["Write a haiku about rain on a tin roof.", "List three uses of a paperclip.", "What is 17 times 3?"]
+# One process: load the pair, measure gamma auto's prices, warm up, then time each prompt once.
+CHILD = """
+import json, sys, time, torch
+from cascade_core import generate, load_pair
+try:
+    from cascade_core.batch import measure_auto_prices
+except ImportError:
+    from cascade_core.engine import measure_auto_prices
+pair = load_pair("bundled")
+measure_auto_prices(pair)
+generate(pair, "Hello", rule="v3", alpha=0.5, gamma="auto", temperature=0.7, max_new_tokens=16)
+out = []
+for seed, prompt in enumerate(json.loads(sys.argv[1])):
+    start = time.perf_counter()
+    trace = generate(pair, prompt, rule="v3", alpha=0.5, gamma="auto", temperature=0.7, seed=seed,
+                     max_new_tokens=int(sys.argv[2]), stop_at_eos=False)
+    out.append(dict(ms_per_token=(time.perf_counter() - start) * 1e3 / len(trace.tokens),
+                    engine_ms_per_block=(trace.stats["overhead_seconds_per_block"] or 0) * 1e3,
+                    tokens_per_target_call=trace.stats.get("tokens_per_target_call")))
+print(json.dumps(out))
+"""
+
+
+def run(root, tokens):
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(PROMPTS), str(tokens)], cwd=root, check=True,
+                          capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    args = parser.parse_args()
+    results = {"before": [], "after": []}
+    for _ in range(args.rounds):
+        for name, root in (("before", args.before), ("after", ROOT)):
+            results[name] += run(root, args.max_new_tokens)
+    print("| engine | ms per token (median) | engine's own ms per block (median) |\n|---|---:|---:|")
+    for name, rows in results.items():
+        print(f"| {name} | {statistics.median(r['ms_per_token'] for r in rows):.2f} | "
+              f"{statistics.median(r['engine_ms_per_block'] for r in rows):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
