@@ -9,9 +9,14 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.markdown import write_section  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
 PROMPTS = ["Write a haiku about rain on a tin roof.", "List three uses of a paperclip.", "What is 17 times 3?"]
 # One process: load the pair, measure gamma auto's prices, warm up, then time each prompt once.
 CHILD = """
@@ -47,15 +52,26 @@ def main():
     parser.add_argument("--before", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--label", default="", help="what the two versions are (the section's title)")
+    parser.add_argument("--write", action="store_true", help="write the table to docs/benchmarks.md")
     args = parser.parse_args()
     results = {"before": [], "after": []}
     for _ in range(args.rounds):
         for name, root in (("before", args.before), ("after", ROOT)):
             results[name] += run(root, args.max_new_tokens)
-    print("| engine | ms per token (median) | engine's own ms per block (median) |\n|---|---:|---:|")
-    for name, rows in results.items():
-        print(f"| {name} | {statistics.median(r['ms_per_token'] for r in rows):.2f} | "
-              f"{statistics.median(r['engine_ms_per_block'] for r in rows):.2f} |")
+    lines = ["| engine | ms per token (median) | engine's own ms per block (median) |", "|---|---:|---:|"]
+    lines += [f"| {name} | {statistics.median(r['ms_per_token'] for r in rows):.2f} | "
+              f"{statistics.median(r['engine_ms_per_block'] for r in rows):.2f} |" for name, rows in results.items()]
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        title = f"## Engine before and after{args.label}"
+        command = " ".join(["python bench/engine_versions.py"] + sys.argv[1:])
+        write_section(ROOT / "docs" / "benchmarks.md", f"{title}\n\n`{command}`, {time.strftime('%Y-%m-%d')}, "
+                      f"{cpu_description()}. The bundled pair with its default draft at the app's defaults (v3 "
+                      f"alpha 0.5, gamma auto, T 0.7), {args.max_new_tokens} tokens (EOS ignored), {len(PROMPTS)} "
+                      f"prompts x {args.rounds} rounds, each version in its own processes, alternating.\n\n"
+                      f"{table}\n", title)
 
 
 if __name__ == "__main__":

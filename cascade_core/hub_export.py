@@ -15,6 +15,7 @@ from .rules import rules_table
 
 PACKAGE = Path(__file__).resolve().parent
 ENTRY = PACKAGE.parent / "custom_generate" / "generate.py"
+MODEL_CARD = PACKAGE / "model_card.md"
 DEFAULT_REPO_ID = "radia/speculative-cascades"
 # The export's pip requirements by import name; pyproject.toml's dependencies hold the same pins (tested).
 REQUIREMENTS = {"torch": "torch>=2.4", "transformers": "transformers>=5.0", "numpy": "numpy", "safetensors": "safetensors",
@@ -84,86 +85,7 @@ def export(directory, repo_id=DEFAULT_REPO_ID):
 
 
 def model_card(repo_id, modules):
+    """The export's README: cascade_core/model_card.md with the repository id, the rules table and the files."""
     listed = "\n".join(f"- `{name}`" for name in modules)
-    return f"""---
-library_name: transformers
-tags:
-- custom_generate
-- speculative-decoding
----
-
-# Speculative cascades for `model.generate`
-
-Speculative cascades (Narasimhan et al., "Faster Cascades via Speculative Decoding", ICLR 2025) in transformers'
-`generate`: a small draft model proposes `gamma` tokens, the target scores them in one forward pass, and a
-deferral rule with a parameter `alpha` decides, token by token, whether the draft's token stands or the
-target takes over. Exported from the engine of Speculative Cascades Explorer (`cascade_core`) by
-`python -m cascade_core hub-export`.
-
-## Usage
-
-```python
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
-tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen3-1.7B")
-target = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-1.7B")
-draft = AutoModelForCausalLM.from_pretrained("Qwen/Qwen3-0.6B")
-
-inputs = tokenizer("Who is Buzz Aldrin?", return_tensors="pt")
-out = target.generate(**inputs, assistant_model=draft, do_sample=True, alpha=0.25, deferral="v3",
-                      custom_generate="{repo_id}", trust_remote_code=True, max_new_tokens=320)
-print(tokenizer.decode(out[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True))
-
-# or with an EAGLE-3 head (one decoder layer over three of the target's hidden states) instead of a draft model:
-out = target.generate(**inputs, draft_head="AngelSlim/Qwen3-1.7B_eagle3", do_sample=True, alpha=0.25,
-                      deferral="v3", custom_generate="{repo_id}", trust_remote_code=True, max_new_tokens=320)
-```
-
-The draft must share the target's tokenizer. Arguments beside `generate`'s own:
-
-| argument | default | meaning |
-|---|---|---|
-| `draft_head` | – | in place of `assistant_model`: an EAGLE-3 head's Hub id or folder (the format vLLM and SGLang load); its drafts read the target's hidden states |
-| `deferral` | `"v3"` | the rule (table below) |
-| `alpha` | `0.3` | the rule's parameter: larger alpha always means less deferral |
-| `gamma` | `num_assistant_tokens`, else 4 | draft tokens per block (1 to 16) |
-| `seed` | a draw from torch's generator | the run's random numbers (`torch.manual_seed` makes runs repeatable) |
-
-`generate`'s own arguments mean what they mean there: `max_new_tokens`, `max_length`, `min_new_tokens`,
-`min_length`, `eos_token_id`, `pad_token_id`, `stopping_criteria`, `stop_strings` (with `tokenizer=`),
-`streamer` (the prompt, then every token as its block is verified; one row), `return_dict_in_generate`
-(a `GenerateDecoderOnlyOutput` with `sequences`), `do_sample` and `temperature` (`do_sample=False` is greedy).
-A left-padded batch (`padding_side="left"`) keeps its layout, so `out[:, inputs["input_ids"].shape[1]:]` are the
-new tokens; it runs as one batch, each row equal to its prompt alone. Refused with a `ValueError` naming the
-argument: beam search, `num_return_sequences > 1`, per-step scores, logits, attentions and hidden states,
-top-k / top-p and the other settings that reshape the distributions, logits processors, and an assistant
-tokenizer. Settings of that kind in the model's own generation config are named in a warning and not applied.
-
-## Rules
-
-Each rule's `pi` mixes the draft's `q` and the target's `p`; where a rule defers, the target decides.
-
-{rules_table()}
-
-## What is exact
-
-- Every emitted token follows the rule's `pi` exactly: the draft's token is kept with probability
-  `min(1, pi(x) / q(x))`, and a rejection is replaced by a sample of `norm(max(0, pi - q))` (generalised
-  speculative sampling). `deferral="lossless"` is speculative decoding: the target's own distribution, and at
-  `do_sample=False` the target's greedy text token for token.
-- The random numbers are keyed by output position (three uniforms per position from `seed`), so the text
-  does not depend on `gamma`, on caching or on batching: a row of a batch is its prompt's solo run. With
-  `draft_head` the draft's `q` at a position depends on its step within its block (the first proposal reads the
-  target's hidden states, the next ones the head's own), so the text repeats at a fixed `gamma`; at every `gamma`
-  the emitted token follows `pi`, and lossless greedy is the target's greedy text.
-- Temperature scales `p` and `q` for sampling; the rules threshold the untempered (temperature 1)
-  probabilities. Before `min_new_tokens`, end-of-text is impossible for both models.
-
-## Files
-
-`custom_generate/generate.py` is the entry; beside it, generated from the engine at export time:
-
-{listed}
-
-Requirements: `custom_generate/requirements.txt` (transformers checks them when it loads the entry).
-"""
+    fields = {"{repo_id}": repo_id, "{rules_table}": rules_table(), "{listed}": listed}
+    return re.sub("|".join(map(re.escape, fields)), lambda found: fields[found[0]], MODEL_CARD.read_text())

@@ -70,27 +70,7 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
         if row != "y":
             layout[f"yaxis{row[1:]}"] = dict(title=dict(text=name, font=dict(size=11)), range=[0, 1.02],
                                              domain=STEP_PANELS[row], anchor="x", tickvals=[0, 0.5, 1])
-    if has_threshold:
-        label, formula = forms[0][0], forms[0][3]
-        statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
-        shown = [("will-change" if first_changed is not None and i >= first_changed else source)
-                 for i, source in enumerate(sources)]
-        for source in dict.fromkeys(shown):
-            at = np.array([s == source for s in shown])
-            fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
-                                     mode="markers", yaxis="y", customdata=hover[at], hovertemplate=template,
-                                     marker=dict(color=COLOURS[source], symbol=SYMBOLS[source], size=7,
-                                                 line=dict(color="#333", width=0.5))))
-        # the threshold as a tick per position: the rule defers where the marker sits below its tick
-        fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis="y", mode="markers",
-                                 marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
-                                 customdata=hover, hovertemplate=template))
-        scale = dict(title="probability", range=[0, 1.02]) if label in PROBABILITY_LABELS else dict(title=label)
-        layout["yaxis"] = dict(scale, domain=STEP_PANELS["y"])
-        verb = "above" if rule == "bild" else "below"
-        title = f"Per step: {rule} defers where {label}<br>is {verb} its threshold {formula}"
-    else:
-        title = f"Per step: {rule} has no threshold"
+    title = _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover, template)
     _first_changed_line(fig, first_changed)
     # the title's two lines at the top, then the legend's rows (five on a phone's width) above the plot
     fig.update_layout(**{**LAYOUT, "height": 640 if has_threshold else 460, "margin": dict(LAYOUT["margin"], t=150)},
@@ -101,6 +81,31 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
                                  rangeslider=dict(visible=len(positions) > READABLE_STEPS, thickness=0.06)),
                       **{"yaxis": dict(title="probability", range=[0, 1.02]), **layout})
     return fig
+
+
+def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover, template):
+    """The upper panel: the rule's statistic per position in the provenance colours and its threshold as a tick
+    per position (its axis into ``layout``); returns the figure's title."""
+    if not forms or forms[0] is None:
+        return f"Per step: {rule} has no threshold"
+    label, formula = forms[0][0], forms[0][3]
+    statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
+    shown = [("will-change" if first_changed is not None and i >= first_changed else source)
+             for i, source in enumerate(sources)]
+    for source in dict.fromkeys(shown):
+        at = np.array([s == source for s in shown])
+        fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
+                                 mode="markers", yaxis="y", customdata=hover[at], hovertemplate=template,
+                                 marker=dict(color=COLOURS[source], symbol=SYMBOLS[source], size=7,
+                                             line=dict(color="#333", width=0.5))))
+    # the threshold as a tick per position: the rule defers where the marker sits below its tick
+    fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis="y", mode="markers",
+                             marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
+                             customdata=hover, hovertemplate=template))
+    scale = dict(title="probability", range=[0, 1.02]) if label in PROBABILITY_LABELS else dict(title=label)
+    layout["yaxis"] = dict(scale, domain=STEP_PANELS["y"])
+    verb = "above" if rule == "bild" else "below"
+    return f"Per step: {rule} defers where {label}<br>is {verb} its threshold {formula}"
 
 
 def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_changed=None):
