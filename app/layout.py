@@ -6,6 +6,7 @@ from urllib.parse import parse_qsl
 
 import gradio as gr
 
+from .api_calls import accept_raw_calls
 from .compare import CompareHandlers, build_compare, compare_linked
 from .explore import ExploreHandlers
 from .explore_layout import build_explore
@@ -69,6 +70,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
                 forget(demo.state_holder, request.session_hash)
 
         demo.unload(forget_session)
+    accept_raw_calls(demo)
     return demo
 
 
