@@ -13,7 +13,7 @@ from .explore_layout import build_explore
 from .lazy_tabs import add_view_states, lazy_tab
 from .learn import LearnHandlers, build_learn, learn_linked
 from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
-from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT
+from .options import ASSETS, GENERATION_SLOTS, INSTANT, QUEUED_INSTANT, WORKER_THREADS
 from .pairs import BUNDLED, SEED_PAIR, PairCache, pair_default_draft
 from .sandbox import SandboxHandlers, build_sandbox, sandbox_linked
 from .sessions import forget, keep_pages
@@ -149,7 +149,7 @@ def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=F
     runs a new one is refused at once, "Queue is full! Please try again.", instead of waiting minutes) and a session
     store that keeps each open page's state (app.sessions)."""
     launched = demo.queue(default_concurrency_limit=1, max_size=queue_size).launch(
-        server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet,
+        server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet, max_threads=WORKER_THREADS,
         css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
     keep_pages(demo)
     if not prevent_thread_lock:  # the main thread has nothing else to do: the engine runs on it

@@ -7,12 +7,17 @@ from cascade_core.rules import rules_table
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 QUIET = dict(api_visibility="undocumented")
 # Model work, from the page and the API alike, runs in one of GENERATION_SLOTS slots; the calls in them decode in
-# one running batch per pair (app/worker.py), their rows joining it between blocks (past its width of
-# cascade_core's MAX_BATCH_ROWS rows they wait for room inside it), so a call starts at the next block instead of
-# waiting for a slot behind long ones. Each slot holds one of Gradio's worker threads (40 by default) while its call
-# runs. Its status lines report progress (Gradio's own overlay would draw streamed tokens at 20% opacity). Instant
-# events run outside the queue.
-GENERATION_SLOTS = 16
+# one running batch per pair and size class (app/worker.py, cascade_core/running.py), their rows joining it between
+# blocks (past its width of cascade_core's MAX_BATCH_ROWS rows they wait for room inside it), so a call starts at the
+# next block instead of waiting for a slot behind long ones. As many slots as a batch has rows: with 16, 14 short
+# calls sent after 16 long ones waited in the queue for a long one to end (p50 2.58 s, 11.7x a short call alone);
+# with 32 each gets a slot and a batch of its size class at once (1.75 s, 7.6x), and a full queue is still refused
+# at once (with 48, 1.90 s, but the refusal took 12 s on a server with 48 calls streaming: docs/app-benchmarks.md,
+# "Short calls beside long ones"). Each slot holds one of Gradio's worker threads while its
+# call runs (WORKER_THREADS: the slots and room for the instant events). Its status lines report progress (Gradio's
+# own overlay would draw streamed tokens at 20% opacity). Instant events run outside the queue.
+GENERATION_SLOTS = 32
+WORKER_THREADS = GENERATION_SLOTS + 16
 GENERATING = dict(QUIET, concurrency_id="generate", concurrency_limit=GENERATION_SLOTS, show_progress="hidden")
 INSTANT = dict(QUIET, concurrency_limit=None, queue=False)
 # Quick events that set a gr.State others listen to: a State's change fires only for events that went through the queue.

@@ -2,6 +2,7 @@
 
     HF_HUB_OFFLINE=1 python bench/load_test.py [--pair tiny] [--clients 16] [--calls 5] [--sessions 500]
                                                [--seconds 1800]   (make load-test)
+    HF_HUB_OFFLINE=1 python bench/load_test.py --short-beside-long   (16 long /run calls, then 14 short ones)
 
 The app runs in its own process (``python app.py``), as users run it. Measured: a probe's latency alone (a small
 /run); the probe beside a long call of each kind running (/run, /compare, /frontier, /strategies at their
@@ -97,6 +98,40 @@ def beside(url, api, max_new_tokens):
     return seconds
 
 
+def short_beside_long(url, longs=16, shorts=14, long_tokens=1000, short_tokens=16):
+    """(one short /run alone, the latencies of ``shorts`` short calls sent together 3 s after ``longs`` long ones):
+    whether a short call waits behind long ones for a generation slot."""
+    alone = statistics.median(probe(url, short_tokens) for _ in range(3))
+    client = Client(url, verbose=False)
+    jobs = [client.submit(**request(i, long_tokens), api_name="/run") for i in range(longs)]
+    time.sleep(3)
+    latencies = []
+    threads = [threading.Thread(target=lambda i=i: latencies.append(call(url, "/run", request(i, short_tokens))[0]))
+               for i in range(shorts)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for job in jobs:
+        job.cancel()
+    return alone, sorted(latencies)
+
+
+def short_calls_report(pair, url):
+    """The section of docs/app-benchmarks.md for ``--short-beside-long``."""
+    alone, latencies = short_beside_long(url)
+    return "\n".join([
+        f"## Short calls beside long ones: {pair} pair", "",
+        f"`python bench/load_test.py --pair {pair} --short-beside-long`, {time.strftime('%Y-%m-%d')}, "
+        f"{cpu_description()}, the app in its own process on loopback: 16 /run calls of 1000 tokens sent first, then "
+        "14 /run calls of 16 tokens together 3 s later (v3 alpha 0.3, gamma 4, T 1).", "",
+        "| measurement | value |", "|---|---|",
+        f"| one short call on an idle server (median of 3) | {alone:.2f} s |",
+        f"| the 14 short calls beside 16 long ones: p50 / max | {statistics.median(latencies):.2f} s / "
+        f"{latencies[-1]:.2f} s ({statistics.median(latencies) / alone:.1f}x / {latencies[-1] / alone:.1f}x alone) |",
+        ""])
+
+
 def never_read(url, n):
     """n calls posted over the plain HTTP API whose results nobody ever reads."""
     body = {"data": [PROMPTS[0], "v3", 0.3, 4, 1.0, 1024, 0, ""]}
@@ -175,7 +210,13 @@ def main():
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=1800)
     parser.add_argument("--out", default=str(ROOT / "docs" / "app-benchmarks.md"))
+    parser.add_argument("--short-beside-long", action="store_true", help="only the short calls beside long ones")
     args = parser.parse_args()
+    if args.short_beside_long:
+        with app_process(args.pair) as (url, _):
+            text = short_calls_report(args.pair, url)
+        print(text)
+        return write_section(args.out, text, f"## Short calls beside long ones: {args.pair} pair")
     deadline = time.monotonic() + args.seconds
     pair = load_pair(args.pair, progress=lambda m: None)
     expected = expected_outputs(pair, args.max_new_tokens)
