@@ -157,7 +157,6 @@ def train(pair, work, args, say):
     those answers against the target's distributions, repeat until --minutes (or --steps). Every
     --eval-every rounds: held-out agreement, the learning curve, a checkpoint, and the shipped draft when
     agreement improved."""
-    device = pair.target.device
     student = build_draft(pair.target, args.layers)
     opt = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0,
                             betas=(0.9, 0.95))

@@ -182,7 +182,7 @@ def test_rule_change_reruns_only_the_changed_part(handlers, tiny):
 def test_gamma_alone_keeps_the_text_and_changes_the_cost(handlers):
     run = run_to_end(handlers).run
     rerun = rerun_to_end(handlers, run, gamma=1)
-    new_run, stats = rerun.run, rerun.stats
+    new_run = rerun.run
     assert new_run.trace.text == run.trace.text
     assert new_run.trace.resumed_from == 0 and new_run.trace.settings["gamma"] == 1
     assert new_run.trace.stats["target_calls"] != run.trace.stats["target_calls"]

@@ -13,7 +13,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from cascade_core import RULES, generate, generate_batch, target_distribution
+from cascade_core import generate, generate_batch, target_distribution
 from cascade_core.head import load_head, new_head, read_config, save_head
 from cascade_core.pair import make_pair
 from cascade_core.sampling import position_uniforms
