@@ -2,6 +2,8 @@
 draft's forward, after it has grown the caches, is the running batch's to handle. Raised once, every row still
 writes exactly its solo run; raised for one row's input always, only that row ends, with one sentence, and every
 other row writes its solo run (tokens, sources and counts compared exactly; float64)."""
+import json
+
 import pytest
 import torch
 
@@ -152,3 +154,40 @@ def test_a_fault_once_in_a_solo_run_is_retried(tiny64, monkeypatch):
     monkeypatch.setattr(CachedModel, "__call__", once)
     same(generate(tiny64, "The cat", gamma=3, max_new_tokens=20), expected)
     assert calls["target"] == expected.counters["target_calls"] + 1
+
+
+def test_four_api_calls_sharing_a_step_that_fails_once_all_return_their_solo_texts():
+    """The issue's repro through the app: four /run calls share the running batch, one target forward among their
+    shared steps raises once; every call returns its solo text, none an error."""
+    from gradio_client import Client
+
+    from app import build_app, launch
+    from app.pairs import PairCache
+    from browser import free_port
+
+    pairs = PairCache()
+    pair = pairs.get("tiny")
+    prompts = ["Hello", "Once upon", "The cat", "Why"]
+    settings = dict(rule="v3", alpha=0.5, gamma=3, temperature=1.0, max_new_tokens=120)
+    solo = [generate(pair, prompt, seed=i, **settings).tokens for i, prompt in enumerate(prompts)]
+    forwards, rows_at_fault = [], []
+
+    def fault(module, args, kwargs):
+        forwards.append(1)
+        if len(forwards) == 12:
+            rows_at_fault.append(kwargs["input_ids"].shape[0])
+            raise RuntimeError("injected kernel fault")
+
+    handle = pair.target.register_forward_pre_hook(fault, with_kwargs=True)
+    demo = build_app("tiny", pairs=pairs)
+    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(url, verbose=False)
+        jobs = [client.submit(prompt=prompt, seed=i, **settings, api_name="/run") for i, prompt in enumerate(prompts)]
+        traces = [json.loads(job.result(timeout=120)) for job in jobs]
+    finally:
+        handle.remove()
+        demo.close()
+    assert rows_at_fault and rows_at_fault[0] > 1  # the fault hit a step shared by several calls
+    assert [[pos["token"] for pos in trace["positions"]] for trace in traces] == solo
+    assert all(trace["error"] is None for trace in traces)
