@@ -76,7 +76,8 @@ def stats_view(run, cost_ratio):
     overhead = stats["overhead_seconds_per_block"] or 0.0
     priced = (None if acceptance is None or prices is None else
               priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead))
-    return (stats_markdown(stats, resume_caption(run.trace), run.pair),
+    target_alone = None if prices is None else 1 / prices.target  # one target call per token, measured here
+    return (stats_markdown(stats, resume_caption(run.trace), run.pair, target_alone),
             speedup_markdown(stats, run.trace.settings["gamma"], cost_ratio, at_c, prices, priced, gamma))
 
 

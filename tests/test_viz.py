@@ -179,6 +179,12 @@ def test_stats_and_speedup_markdown(trace):
     counts = " · ".join(f"{trace.stats[s]} {s}" for s in ("accepted", "deferred", "replaced"))
     assert f"| tokens | {trace.stats['tokens']} |" in text and counts in text
     assert "*caption*" in text
+    # the headline: this run's tokens/s beside tokens per target call and the target alone's, from its measured token
+    headline = stats_markdown(trace.stats, target_alone=1 / 0.08).splitlines()[0]
+    assert headline == (f"**{trace.stats['tokens_per_second']:.1f} tokens/s** · "
+                        f"{trace.stats['tokens_per_target_call']:.2f} tokens per target call · the target alone here: "
+                        "at most 12.5 tokens/s (its measured one-token call, the engine's work aside)")
+    assert "the target alone here: at most – tokens/s" in text.splitlines()[0]
     assert "2.00×" in speedup_markdown(trace.stats, 4, 0.1, 2.0, None)
     from cascade_core.prices import Prices
 

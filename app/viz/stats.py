@@ -18,14 +18,19 @@ def _cell(value, pattern):
     return "–" if value is None else pattern.format(value)
 
 
-def stats_markdown(stats, caption="", pair=""):
-    """A two-column table of the engine's stats, the provenance counts of the whole text, the pair that ran
-    (its draft said) and a caption saying what the numbers cover."""
+def stats_markdown(stats, caption="", pair="", target_alone=None):
+    """The headline (tokens/s, tokens per target call, and ``target_alone``: the target alone's tokens/s on this
+    machine, from its measured token), a two-column table of the engine's stats, the provenance counts of the whole
+    text, the pair that ran (its draft said) and a caption saying what the numbers cover."""
     if stats is None:
         return "*No run yet.*"
     rows = [f"| {label} | {_cell(stats.get(key), pattern)} |" for key, label, pattern in ROWS]
     counts = " · ".join(f"{stats[s]} {s}" for s in ("accepted", "deferred", "replaced"))
-    lines = ["| measured | |", "|:---|---:|", *rows, "", f"**Whole text:** {counts}"]
+    headline = (f"**{_cell(stats.get('tokens_per_second'), '{:.1f}')} tokens/s** · "
+                f"{_cell(stats.get('tokens_per_target_call'), '{:.2f}')} tokens per target call · the target alone "
+                f"here: at most {'–' if target_alone is None else f'{target_alone:.1f}'} tokens/s (its measured "
+                "one-token call, the engine's work aside)")
+    lines = [headline, "", "| measured | |", "|:---|---:|", *rows, "", f"**Whole text:** {counts}"]
     if pair:
         lines += ["", f"**Ran on:** {markdown_text(pair)}"]
     if caption:
