@@ -9,11 +9,9 @@ QUIET = dict(api_visibility="undocumented")
 # Model work, from the page and the API alike, runs in one of GENERATION_SLOTS slots; the calls in them decode in
 # one running batch per pair and size class (app/worker.py, cascade_core/running.py), their rows joining it between
 # blocks (past its width of cascade_core's MAX_BATCH_ROWS rows they wait for room inside it), so a call starts at the
-# next block instead of waiting for a slot behind long ones. As many slots as a batch has rows: with 16, 14 short
-# calls sent after 16 long ones waited in the queue for a long one to end (p50 2.58 s, 11.7x a short call alone);
-# with 32 each gets a slot and a batch of its size class at once (1.75 s, 7.6x), and a full queue is still refused
-# at once (with 48, 1.90 s, but the refusal took 12 s on a server with 48 calls streaming: docs/app-benchmarks.md,
-# "Short calls beside long ones"). Each slot holds one of Gradio's worker threads while its
+# next block instead of waiting for a slot behind long ones. As many slots as a batch has rows: fewer left short
+# calls waiting in the queue for a long one to end, more made a full queue slow to refuse the next call
+# (docs/app-benchmarks.md, "Short calls beside long ones"). Each slot holds one of Gradio's worker threads while its
 # call runs (WORKER_THREADS: the slots and room for the instant events). Its status lines report progress (Gradio's
 # own overlay would draw streamed tokens at 20% opacity). Instant events run outside the queue.
 GENERATION_SLOTS = 32

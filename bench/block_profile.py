@@ -72,11 +72,13 @@ def wrap_beside_calls(owner, name, totals, key):
     return original
 
 
-BESIDE_CALLS = {"drafting, beside the draft's forwards": (HeadDraft, "propose"),
-                "drafting, beside the draft's forwards ": (ModelDraft, "propose"),
-                "draft catch-up, beside its forwards": (HeadDraft, "catch_up"),
-                "draft catch-up, beside its forwards ": (ModelDraft, "catch_up"),
-                "CachedModel calls beside their forwards (both models: inside the rows above)": (CachedModel, "__call__")}
+# (phase, object holding the function, its name): both drafts' functions time into one phase
+BESIDE_CALLS = [("drafting, beside the draft's forwards", HeadDraft, "propose"),
+                ("drafting, beside the draft's forwards", ModelDraft, "propose"),
+                ("draft catch-up, beside its forwards", HeadDraft, "catch_up"),
+                ("draft catch-up, beside its forwards", ModelDraft, "catch_up"),
+                ("CachedModel calls beside their forwards (both models: inside the rows above)", CachedModel,
+                 "__call__")]
 
 
 def profile(pair, prompt, tokens, seed):
@@ -93,8 +95,7 @@ def profile(pair, prompt, tokens, seed):
             blocks.append((time.perf_counter() - start, self.target.seconds + self.draft.seconds - calls))
 
     originals = [(owner, name, wrap(owner, name, totals, key)) for key, (owner, name) in PHASES.items()]
-    originals += [(owner, name, wrap_beside_calls(owner, name, totals, key.strip()))
-                  for key, (owner, name) in BESIDE_CALLS.items()]
+    originals += [(owner, name, wrap_beside_calls(owner, name, totals, key)) for key, owner, name in BESIDE_CALLS]
     Batch.step = timed_step
     try:
         generate(pair, prompt, rule="v3", alpha=0.5, gamma="auto", temperature=0.7, seed=seed, max_new_tokens=tokens,

@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.block_profile import PROMPTS  # noqa: E402  (the same prompts as the profile)
 from bench.markdown import write_section  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
-PROMPTS = ["Write a haiku about rain on a tin roof.", "List three uses of a paperclip.", "What is 17 times 3?"]
 # One process: load the pair, measure gamma auto's prices, warm up, then time each prompt once.
 CHILD = """
 import json, sys, time, torch

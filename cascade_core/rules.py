@@ -230,12 +230,12 @@ class Rule:
         deferred = alpha < self.a_star_at(d, x)
         if self.pi is pi_per_token:
             pi = self.target(d, alpha)
-            return pi.gather(-1, x.unsqueeze(-1)).squeeze(-1), lambda j: pi[j : j + 1], deferred
+            return column(pi, x).squeeze(-1), lambda j: pi[j : j + 1], deferred
         if self.pi is pi_per_position:
             at = torch.where(deferred, column(d.p, x).squeeze(-1), column(d.q, x).squeeze(-1))
             return at, lambda j: (d.p if deferred[j] else d.q)[j : j + 1], deferred
         pi = self.pi(d, None)  # p or q itself
-        return pi.gather(-1, x.unsqueeze(-1)).squeeze(-1), lambda j: pi[j : j + 1], deferred
+        return column(pi, x).squeeze(-1), lambda j: pi[j : j + 1], deferred
 
     def check_alpha(self, alpha):
         if not is_finite_number(alpha):

@@ -149,10 +149,10 @@ def check_rows(rows):
         raise ValueError(f"a batch must be a non-empty list of rows (dicts of settings), got {shown(rows)}")
     if len(rows) > MAX_BATCH_ROWS:
         raise ValueError(f"a batch may have at most {MAX_BATCH_ROWS} rows, got {len(rows)}; split it")
+    known = INPUT_FIELDS + ("settings",) + tuple(f.name for f in fields(RunSettings))
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"row {index} must be a dict of settings, got {shown(row)}")
-        known = INPUT_FIELDS + ("settings",) + tuple(f.name for f in fields(RunSettings))
         unknown = [key for key in row if key not in known]
         if unknown:
             raise ValueError(f"row {index}: unknown field {shown(unknown[0])}; a row may set {', '.join(known)}")
