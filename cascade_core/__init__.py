@@ -2,6 +2,7 @@
 from .engine import finish, generate, generate_batch, mapped, stream, stream_batch, stream_lanes
 from .models import load_pair
 from .pair import Pair
+from .replay import replay_block, replay_steps
 from .rules import RULES, Distributions, Rule, critical_alpha, get_rule
 from .sampling import output_distribution, target_distribution
 from .settings import MAX_BATCH_ROWS, MAX_GAMMA, MAX_NEW_TOKENS
@@ -9,4 +10,4 @@ from .trace import Trace
 
 __all__ = ["MAX_BATCH_ROWS", "MAX_GAMMA", "MAX_NEW_TOKENS", "RULES", "Distributions", "Pair", "Rule", "Trace",
            "critical_alpha", "finish", "generate", "generate_batch", "get_rule", "load_pair", "mapped",
-           "output_distribution", "stream", "stream_batch", "stream_lanes", "target_distribution"]
+           "output_distribution", "replay_block", "replay_steps", "stream", "stream_batch", "stream_lanes", "target_distribution"]

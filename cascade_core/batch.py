@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from .blocks import decide, needs_target
+from .blocks import block_in_full, decide, needs_target
 from .cached import CachedModel, finite
 from .costs import best_gamma
 from .prices import CONTEXT, block_prices, measure_prices
@@ -115,6 +115,8 @@ class Batch:
             if p_logits is not None:
                 p_logits = row.allowed(finite(p_logits, self.target.model), len(row.trace.positions))
             block, forgotten = decide(row, proposal, p_logits, uniforms)  # 3
+            if row.watch is not None and row.watch(len(row.trace.positions), block):
+                row.watched = block_in_full(row, proposal, p_logits, uniforms)
         except ValueError as error:
             row.fail(error)
             return

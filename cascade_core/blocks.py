@@ -2,9 +2,9 @@
 numbers (its distributions and its position-keyed uniforms), so a row decides the same in any batch."""
 import torch
 
-from .rules import RULES, Distributions
-from .sampling import DRAFT, sample_inverse_cdf, untempered_and_tempered, verify
-from .trace import Block
+from .rules import RULES, Distributions, residual
+from .sampling import ACCEPT, DRAFT, RESIDUAL, sample_inverse_cdf, untempered_and_tempered, verify
+from .trace import TOP_K, Block
 
 
 def needs_target(row, proposal):
@@ -71,3 +71,35 @@ def decide(row, proposal, p_logits, uniforms):
     if RULES[settings.rule].kind == "baseline":
         return plain_block(row, proposal, p_logits, uniforms)
     return (sequential_block if settings.sequential else cascade_block)(row, proposal, p_logits, uniforms)
+
+
+def block_in_full(row, proposal, p_logits, uniforms):
+    """Every number one row's block decided on, for a replay (cascade_core/replay.py): per proposal up to the first
+    rejection, q(x_j), p(x_j) and pi_j(x_j) (tempered: what the rule and the verification read), the keep
+    probability and the uniform it was compared with; at the rejection, the residual norm(max(0, pi_j - q_j)) and
+    the uniform its sample read. The same function of the same inputs as ``cascade_block``, so the same verdict."""
+    settings, x = row.settings, proposal.tokens
+    d, verdict = verified(row, proposal, p_logits, uniforms)
+    pi_x, pi_row, deferred = RULES[settings.rule].at_proposals(d, settings.alpha, torch.tensor(x, device=d.q.device))
+    at = lambda t: t.gather(-1, torch.tensor(x, device=t.device).unsqueeze(-1)).squeeze(-1).tolist()  # noqa: E731
+    columns = dict(q=at(d.q), p=at(d.p), pi=pi_x.tolist(), keep_probability=verdict.accept_prob.tolist(),
+                   uniform=uniforms[:, ACCEPT].tolist(), draft_uniform=uniforms[:, DRAFT].tolist(),
+                   deferred=deferred.tolist())
+    texts = row.trace.detokenizer.singles(x)
+    checked = verdict.emitted  # the first rejection is looked at; what follows it is not
+    positions = [dict(token=x[j], text=texts[j], kept=j < verdict.kept, **{k: v[j] for k, v in columns.items()})
+                 for j in range(checked)]
+    full = dict(positions=positions, discarded=x[checked:], discarded_text=texts[checked:], correction=None,
+                residual_top=[], residual_uniform=None)
+    if verdict.correction is not None:
+        j = verdict.kept
+        excess = residual(pi_row(j), d.q[j: j + 1])[0]
+        excess = excess / excess.sum()
+        top_p, top_ids = excess.topk(min(TOP_K, excess.shape[-1]))
+        names = row.trace.detokenizer.singles(top_ids.tolist() + [verdict.correction])
+        full.update(correction=dict(token=verdict.correction, text=names[-1],
+                                    residual=float(excess[verdict.correction])),
+                    residual_top=[dict(token=t, text=n, probability=pr)
+                                  for t, n, pr in zip(top_ids.tolist(), names, top_p.tolist())],
+                    residual_uniform=float(uniforms[j, RESIDUAL]))
+    return full

@@ -23,6 +23,9 @@ class Row:
         eos = pair.eos_token_ids if settings.eos_token_ids is None else settings.eos_token_ids
         self.eos = set(eos) if settings.stop_at_eos else set()
         self.accepted = [0.0, 0]  # the sum and count of its proposals' acceptance probabilities (gamma "auto")
+        # a replay's (cascade_core/replay.py): which block to record in full, asked (positions before it, the Block)
+        # of every block, and that block's record
+        self.watch, self.watched = None, None
         self.trace.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
                                    prefill_seconds=0.0, wall_seconds=0.0)
         sequence = trace.prompt_ids + trace.tokens

@@ -1,0 +1,119 @@
+"""A block replayed (cascade_core/replay.py, the app's /block) is the run's own block: its kept proposals and
+correction are the run's tokens of that block, each keep test is uniform < min(1, pi / q) with the position's own
+uniform, and at temperature 1 its q and p are the trace's numbers. For every rule, both drafts, gamma 1 to 8 and
+auto, temperature 0 and 1."""
+import json
+
+import pytest
+
+from cascade_core import generate
+from cascade_core.replay import replay_block
+from cascade_core.rules import RULES
+from cascade_core.sampling import ACCEPT, RESIDUAL, position_uniforms
+from cascade_core.strict_json import dumps
+from test_head import head_folder, head_pair  # noqa: F401 (fixtures)
+
+ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0, "lossy": 0.9,
+         "bild": 3.7}
+GAMMAS = [1, 2, 3, 4, 5, 6, 7, 8, "auto"]
+N = 20
+
+
+def run_blocks(trace):
+    """The run's tokens and sources of each block, by block index."""
+    blocks = {}
+    for pos in trace.positions:
+        tokens, sources = blocks.setdefault(pos["block"], ([], []))
+        tokens.append(pos["token"])
+        sources.append(pos["source"])
+    return blocks
+
+
+def check_replay(replayed, trace, settings):
+    """Everything the issue says a replay is, against the run's own trace."""
+    tokens, sources = run_blocks(trace)[replayed["block"]]
+    start, positions = replayed["start"], replayed["positions"]
+    assert (replayed["emitted"], replayed["sources"]) == (tokens, sources)
+    assert trace.positions[start]["block"] == replayed["block"] and (start == 0 or trace.positions[start - 1]["block"]
+                                                                     != replayed["block"])
+    kept = [pos["token"] for pos in positions if pos["kept"]]
+    correction = replayed["correction"]
+    assert kept + ([correction["token"]] if correction else []) == tokens
+    uniforms = position_uniforms(settings["seed"], range(start, start + len(positions)))
+    lenience = settings["alpha"] if settings["rule"] == "lossy" else 0.0
+    for j, pos in enumerate(positions):
+        assert pos["uniform"] == float(uniforms[j, ACCEPT])
+        assert pos["kept"] == (pos["uniform"] < pos["keep_probability"])
+        assert pos["keep_probability"] == pytest.approx(min(1.0, pos["pi"] / ((1 - lenience) * max(pos["q"], 1e-10))),
+                                                        rel=1e-12, abs=1e-15)
+        assert pos["token"] == trace.positions[start + j]["proposal"]
+        if settings["rule"] == "lossless":
+            assert pos["pi"] == pos["p"]
+        if settings["temperature"] == 1.0:  # the tempered numbers are the trace's temperature-1 ones
+            assert (pos["q"], pos["p"]) == (trace.positions[start + j]["q_x"], trace.positions[start + j]["p_x"])
+    assert all(pos["kept"] for pos in positions[:-1]) and positions[-1]["kept"] == (correction is None)
+    assert len(positions) + len(replayed["discarded"]) == replayed["caches"]["read"]
+    assert replayed["caches"]["kept"] == len(tokens) and replayed["caches"]["next_input"] == tokens[-1]
+    if correction:
+        assert correction["residual"] > 0 and correction["token"] == tokens[-1]
+        assert replayed["residual_uniform"] == float(uniforms[-1, RESIDUAL])
+        assert replayed["residual_top"][0]["probability"] >= correction["residual"]
+        assert sum(t["probability"] for t in replayed["residual_top"]) <= 1 + 1e-9
+    else:
+        assert replayed["discarded"] == [] and replayed["residual_top"] == []
+    assert json.loads(dumps(replayed))["emitted"] == tokens  # strict JSON
+
+
+@pytest.mark.parametrize("rule", list(ALPHA))
+@pytest.mark.parametrize("draft", ["model", "head"])
+def test_a_replayed_block_is_the_runs_block(tiny64, head_pair, rule, draft):  # noqa: F811
+    pair = tiny64 if draft == "model" else head_pair
+    for i, gamma in enumerate(GAMMAS):
+        temperature = (0.0, 1.0)[(i + (draft == "head")) % 2]  # each gamma at both temperatures over the two drafts
+        settings = dict(rule=rule, alpha=ALPHA[rule], gamma=gamma, temperature=temperature, seed=i,
+                        max_new_tokens=N, stop_at_eos=False)
+        trace = generate(pair, "The cascade", **settings)
+        blocks = sorted(run_blocks(trace))
+        rejected = sorted({pos["block"] for pos in trace.positions if pos["source"] == "replaced"}) or blocks
+        for block in {blocks[-1], rejected[i % len(rejected)]}:
+            check_replay(replay_block(pair, "The cascade", block=block, **settings), trace, trace.settings)
+
+
+def test_a_position_opens_the_block_that_emitted_it(tiny64):
+    settings = dict(rule="v3", alpha=0.6, gamma=3, temperature=1.0, seed=4, max_new_tokens=N, stop_at_eos=False)
+    trace = generate(tiny64, "The cascade", **settings)
+    for i in (0, 7, N - 1):
+        replayed = replay_block(tiny64, "The cascade", position=i, **settings)
+        assert replayed["block"] == trace.positions[i]["block"]
+        assert replayed["start"] <= i < replayed["start"] + len(replayed["emitted"])
+
+
+def test_a_block_that_ends_in_a_rejection_shows_its_residual(tiny64):
+    """At alpha 0 v3 defers every token but the target's best: many rejections, each with its residual."""
+    settings = dict(rule="v3", alpha=0.0, gamma=4, temperature=1.0, seed=2, max_new_tokens=N, stop_at_eos=False)
+    trace = generate(tiny64, "The cascade", **settings)
+    replaced = [pos["block"] for pos in trace.positions if pos["source"] == "replaced"]
+    replayed = replay_block(tiny64, "The cascade", block=replaced[0], **settings)
+    assert replayed["correction"] and not replayed["positions"][-1]["kept"]
+    assert replayed["correction"]["token"] in [t["token"] for t in replayed["residual_top"]] or \
+        replayed["correction"]["residual"] <= replayed["residual_top"][-1]["probability"]
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(block=99), "block=99 is out of range: this run has"),
+    (dict(position=500), "position=500 is out of range"),
+    (dict(block=-1), "block must be a whole number from 0"),
+    (dict(block=1, position=1), "either block"),
+    (dict(block=0, rule="target"), "rule 'target' is a baseline"),
+    (dict(block=0, rule="draft"), "rule 'draft' is a baseline"),
+    (dict(block=0, sequential=True), "sequential cascade"),
+])
+def test_a_replay_refuses_in_one_sentence(tiny64, kwargs, says):
+    settings = dict(rule="v3", alpha=0.6, gamma=3, seed=4, max_new_tokens=12, stop_at_eos=False)
+    with pytest.raises(ValueError, match=says):
+        replay_block(tiny64, "The cascade", **{**settings, **kwargs})
+
+
+def test_every_rule_has_a_replay_or_a_refusal():
+    """The rules the test above covers are every rule that verifies a block."""
+    assert set(ALPHA) == {name for name, rule in RULES.items() if rule.kind != "baseline"}
