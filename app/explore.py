@@ -5,7 +5,7 @@ import time
 
 import gradio as gr
 
-from cascade_core import Trace, stream
+from cascade_core import Trace, replay_steps, stream
 from cascade_core.batch import measure_auto_prices
 from cascade_core.explain import explain
 from cascade_core.prices import measured_prices, missing_prices
@@ -13,6 +13,7 @@ from cascade_core.settings import AUTO_GAMMAS
 
 from .explore_views import (Recoloured, Run, View, answer_view, figures_view, recolour_status, stats_view,
                             status_only, view_interval)
+from .block_steps import closed, opened, replay_progress, replaying
 from .gpu import gpu
 from .page_runs import PageRuns
 from .pairs import drafts_with_a_head, pair_default_draft
@@ -223,7 +224,7 @@ class ExploreHandlers:
         Tokens that will change are explained under the setting that produced them."""
         index = event_index(event, "pos")
         if run is None or not 0 <= index < len(run.trace.positions):
-            return gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip()
         pos = run.trace.positions[index]
         _, first_changed = run.trace.recolour(rule, alpha)
         note = ""
@@ -231,7 +232,28 @@ class ExploreHandlers:
             rule, alpha = run.trace.settings["rule"], run.trace.settings["alpha"]
             note = f"This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}."
         figure = figures.inspector_figure(pos, rule, alpha)
-        return inspector_html(index, pos, explain(rule, pos, alpha), note), gr.update(value=figure, visible=True)
+        return inspector_html(index, pos, explain(rule, pos, alpha), note), gr.update(value=figure, visible=True), index
+
+    # -- one block, step by step (app/block_steps.py) --------------------------------------------------
+
+    def open_block(self, run, index):
+        """"Step through its block": the block that emitted the inspected token, replayed with the engine's own
+        numbers (cascade_core/replay.py). Outputs: block_steps.OUTPUTS."""
+        if run is None or index is None or not 0 <= index < len(run.trace.positions):
+            yield closed("Click a token of a run first.")
+            return
+        yield replaying(f"Replaying the run to the block of token #{index}…")
+        try:
+            replay = yield from self.replay(AppSettings.of_run(run.trace, run.pair_spec), position=index)
+        except ValueError as error:
+            yield closed(str(error))
+            return
+        yield opened(replay, run.trace.tokens)
+
+    @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
+    def replay(self, s, **where):
+        """block_steps.replay_progress on the pair of ``s`` (a GPU function on ZeroGPU)."""
+        return (yield from replay_progress(self.pairs.get(s.pair_spec), s, **where))
 
     # -- API ---------------------------------------------------------------------------------------
 
@@ -247,10 +269,30 @@ class ExploreHandlers:
                                  max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft)
         yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
+    @raises_for_client
+    def api_block(self, prompt: str, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, gamma: int | str = "auto",
+                  temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, seed: int = 0,
+                  draft: str = "", block: int = 0, request: gr.Request = None) -> str:
+        """One block of /run's run (the same arguments) replayed with the engine's own numbers, ``block`` its index
+        in the run from 0 (cascade_core/replay.py says what it returns). Streams progress as /run does
+        ({"generating": ...}); its last value is the block as JSON."""
+        s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                                    max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft)
+        yield from read_or_stopped(self._block_messages(s, block), self.unread, request)
+
+    @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
+    def _block_messages(self, s, block):
+        pair = self.pairs.get(s.pair_spec)
+        steps = replay_steps(pair, s.prompt, settings=s.for_pair(pair), block=block, batches=ENGINE.batches)
+        yield from progress_messages(steps, s.max_new_tokens, generated(s), lambda replay: replay)
+
     @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _trace_messages(self, s):
         pair = self.pairs.get(s.pair_spec)
         steps = stream(pair, s.prompt, batches=ENGINE.batches, settings=s.for_pair(pair))
-        yield from progress_messages(steps, s.max_new_tokens, lambda trace: {"tokens": len(trace.positions),
-                                                                             "max_new_tokens": s.max_new_tokens},
-                                     Trace.to_dict)
+        yield from progress_messages(steps, s.max_new_tokens, generated(s), Trace.to_dict)
+
+
+def generated(s):
+    """An API call's progress message for a trace so far."""
+    return lambda trace: {"tokens": len(trace.positions), "max_new_tokens": s.max_new_tokens}

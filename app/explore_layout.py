@@ -6,6 +6,7 @@ import gradio as gr
 
 from cascade_core import MAX_GAMMA, RULES
 
+from .block_steps import build_block_steps, wire_block_steps
 from .controls import APP_MAX_NEW_TOKENS, alpha_slider, cost_presets, rule_changed, rule_info
 from .explore import (DEFAULT_ALPHA, DEFAULT_COST_RATIO, DEFAULT_GAMMA, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RULE,
                       DEFAULT_TEMPERATURE, ExploreHandlers)
@@ -150,6 +151,8 @@ def outputs():
     with gr.Group(elem_classes=["inspector"]):  # an elem_id: Gradio gives a Group's two divs the same id
         o["inspector_text"] = gr.HTML(inspector_html(), elem_id="inspector-text")
         o["inspector_plot"] = gr.Plot(label="Top-10 of q and p", elem_id="inspector-plot", visible=False)
+        o["block"] = build_block_steps("block")
+    o["inspected"] = gr.State(None)
     return o
 
 
@@ -176,8 +179,9 @@ def wire(handlers, c, o, run_state, settings, view):
     for button, (_, ratio) in zip(o["preset_buttons"], o["presets"]):
         button.click(lambda ratio=ratio: ratio, None, cost_ratio, **INSTANT).then(
             handlers.update_speedup, [run_state, cost_ratio], speedup, **INSTANT)
-    o["answer"].click(handlers.inspect, [run_state, rule, alpha], [o["inspector_text"], o["inspector_plot"]],
-                      **INSTANT)
+    o["answer"].click(handlers.inspect, [run_state, rule, alpha], [o["inspector_text"], o["inspector_plot"],
+                                                                   o["inspected"]], **INSTANT)
+    wire_block_steps(o["block"], handlers.open_block, [run_state, o["inspected"]])
 
 
 def draft_for_pair(spec):

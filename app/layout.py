@@ -77,6 +77,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
 def register_apis(handlers):
     """An API per tab (Learn's lessons run the other tabs' calls)."""
     gr.api(handlers["explore"].api_run, api_name="run", **API)
+    gr.api(handlers["explore"].api_block, api_name="block", **API)
     gr.api(handlers["compare"].api_compare, api_name="compare", **API)
     gr.api(handlers["tradeoff"].api_frontier, api_name="frontier", **API)
     # no model: outside the queue, so that it answers even while the queue is full

@@ -12,6 +12,7 @@ from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected
 from cascade_core.explain import dissect
 from cascade_core.running import OTHER_ROWS
 
+from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
 from .compare import compare_steps, label, progress_line, row_stats, tokens_asked
 from .gpu import gpu
 from .links import PRESS_JS, Linked, restore_outputs, restored
@@ -47,6 +48,7 @@ class Lesson:
     # What to look for, from the run's results: (pair, traces) for "rows", (each run's pair, traces) for "timed",
     # the rules' (rule, alpha) for "sandbox", the sweep's rows for "frontier"
     look: Callable = None
+    steps_through: bool = False  # after its run, one block of its last row can be opened and stepped through
 
     def link(self):
         """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
@@ -231,11 +233,12 @@ LESSONS = (
            "The draft proposes a block of tokens; the target scores the whole block in one pass and checks the "
            "proposals in order (rule `lossless`: pi = p), keeping each with probability min(1, p(x) / q(x)). At the "
            "first rejection it writes a token sampled from the residual norm(max(0, p - q)) instead, and that ends "
-           "the block: every later proposal is discarded unseen. Kept tokens cost no target call of their own.",
+           "the block: every later proposal is discarded unseen. Kept tokens cost no target call of their own. "
+           "After the run, step through one of its blocks, one stage a press, with the engine's own numbers.",
            "At temperature 0, will the lossless row write a different text from the target alone? How many target "
            "calls will it need for the same tokens?",
            "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0, look=look_for_speculative,
-           opens=(("tab", "explore"), ("rule", "lossless"))),
+           opens=(("tab", "explore"), ("rule", "lossless")), steps_through=True),
     Lesson("A cascade by confidence: chow", "Chow",
            "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
            f"top probability is low, `{RULES['chow'].defers_when}`. Where it does not defer, pi = q: the target "
@@ -340,6 +343,21 @@ class LearnHandlers:
         yield rows_html(traces, drafts), gr.skip(), LOOK_FOR + lesson.look(pairs, traces)
 
 
+    @gpu(lambda a: 2 * LESSONS[a["index"]].max_new_tokens)
+    def open_block(self, index):
+        """The lesson's last row's first block that ends in a rejection (else its first), replayed for the step-through.
+        Outputs: block_steps.outputs."""
+        lesson = LESSONS[index]
+        s = self.settings(lesson, *lesson.rows[-1])
+        pair = self.pairs.get(s.pair_spec)
+        yield replaying(f"Running {label(s.rule, s.alpha)} to find a block that ends in a rejection…")
+        trace = yield from mapped(ENGINE.iterate(stream(pair, s.prompt, batches=ENGINE.batches, settings=s),
+                                                 s.max_new_tokens), lambda trace: (gr.skip(),) * 4)
+        position = next((i for i, source in enumerate(trace.sources) if source == "replaced"), 0)
+        replay = yield from replay_progress(pair, s, position=position)
+        yield opened(replay, trace.tokens)
+
+
 def rows_html(traces, drafts=()):
     """The runs side by side, each named by its rule (and, where given, the draft that ran it)."""
     drafts = list(drafts) + [None] * len(traces)
@@ -370,6 +388,9 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
                 plot = gr.Plot(elem_id=f"lesson-{k}-plot", visible=lesson.kind in ("sandbox", "frontier"),
                                show_label=False)
                 look = gr.Markdown(WAITING, elem_id=f"lesson-{k}-look")
+                if lesson.steps_through:
+                    block = build_block_steps(f"lesson-{k}-block", "Step through one of its blocks")
+                    wire_block_steps(block, functools.partial(handlers.open_block, k - 1), None)
                 with gr.Row():
                     if k > 1:
                         back = gr.Button(f"← {k - 1}. {LESSONS[k - 2].title}", size="sm", elem_id=f"lesson-{k}-back")

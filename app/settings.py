@@ -63,6 +63,13 @@ class AppSettings(RunSettings):
                                values["temperature"], values["max_new_tokens"], values["seed"], auto_gamma,
                                values.get("draft"))
 
+    @classmethod
+    def of_run(cls, trace, pair_spec):
+        """The settings that made a trace (a page's run), to run it again: a replay of one of its blocks."""
+        s = trace.settings
+        return cls(prompt=trace.prompt, pair_spec=pair_spec, chat=s["chat"], rule=s["rule"], alpha=s["alpha"],
+                   gamma=s["gamma"], temperature=s["temperature"], max_new_tokens=s["max_new_tokens"], seed=s["seed"])
+
     def to_controls(self):
         """The values of a tab's run controls (gamma "auto" is a slider's 0)."""
         return dict(prompt=self.prompt, draft=draft_of(self.pair_spec), rule=self.rule, alpha=self.alpha,

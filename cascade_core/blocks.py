@@ -89,8 +89,10 @@ def block_in_full(row, proposal, p_logits, uniforms):
     checked = verdict.emitted  # the first rejection is looked at; what follows it is not
     positions = [dict(token=x[j], text=texts[j], kept=j < verdict.kept, **{k: v[j] for k, v in columns.items()})
                  for j in range(checked)]
-    full = dict(positions=positions, discarded=x[checked:], discarded_text=texts[checked:], correction=None,
-                residual_top=[], residual_uniform=None)
+    full = dict(positions=positions, discarded=x[checked:], correction=None, residual_top=[], residual_uniform=None,
+                # what the draft and the target had computed for them when the block ended
+                discarded_detail=[dict(token=x[j], text=texts[j], q=columns["q"][j], p=columns["p"][j])
+                                  for j in range(checked, len(x))])
     if verdict.correction is not None:
         j = verdict.kept
         excess = residual(pi_row(j), d.q[j: j + 1])[0]

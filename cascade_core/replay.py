@@ -12,22 +12,23 @@ from the block (the kept proposals and the correction, cut where the run ended: 
 from .engine import decode, finish
 from .rows import start_row
 from .rules import RULES
-from .settings import RunSettings
+from .settings import RunSettings, whole_number
 
 
 def check_replayable(settings, block, position):
+    """The block or position asked for as a whole number, or one sentence saying what is wrong."""
     if (block is None) == (position is None):
         raise ValueError("a replay takes either block (its index in the run, from 0) or position (an output "
                          "token's index), not both nor neither")
-    for name, value in (("block", block), ("position", position)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ValueError(f"{name} must be a whole number from 0, got {value!r}")
+    index = whole_number(block if position is None else position, "block" if position is None else "position", 0,
+                         settings.max_new_tokens - 1)
     if RULES[settings.rule].kind == "baseline":
         raise ValueError(f"rule {settings.rule!r} is a baseline: it samples each token from one model and verifies "
                          "nothing, so it has no block to replay; pick a cascade rule or lossless")
     if settings.sequential:
         raise ValueError("a sequential cascade decides one position at a time, with no block to replay; "
                          "set sequential=False")
+    return index
 
 
 def watching(block, position):
@@ -43,7 +44,8 @@ def replay_steps(pair, prompt=None, *, settings=None, block=None, position=None,
     output ``position``), yielding the growing Trace after every block; returns the block in full (see the module
     docstring). One sentence for a block or position the run never reaches."""
     settings = RunSettings.of(settings, **keywords)
-    check_replayable(settings, block, position)
+    index = check_replayable(settings, block, position)
+    block, position = (index, None) if position is None else (None, index)
     row = start_row(pair, settings, prompt, prompt_ids=prompt_ids)
     row.watch = watching(block, position)
     steps = decode(pair, [row], batches=batches)

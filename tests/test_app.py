@@ -3,6 +3,8 @@ import importlib.util
 from pathlib import Path
 
 import gradio as gr
+
+from app.block_steps import step_block
 import pytest
 from gradio_client import Client
 
@@ -203,10 +205,29 @@ def test_rerun_with_nothing_changed_says_so(handlers):
 
 def test_inspect_explains_with_numbers(handlers):
     run = run_to_end(handlers).run
-    text, fig = ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
+    text, fig, index = ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 2}))
     assert "<strong>Token #2</strong>" in text and "p(x) = " in text and "(1 - alpha) * max p" in text
     assert fig["visible"] and len(fig["value"].data) == 2
-    assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 999})) == (gr.skip(), gr.skip())
+    assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, {"pos": 999})) == (gr.skip(),) * 3
+
+
+def test_a_token_opens_its_block_step_by_step(handlers):
+    """The inspected token's block, replayed: its emitted tokens are the page's, and each press shows one more stage."""
+    run = run_to_end(handlers).run
+    index = len(run.trace.positions) // 2
+    *_, (opened, step, view, buttons) = handlers.open_block(run, index)
+    replay, note = opened
+    start = replay["start"]
+    assert replay["emitted"] == run.trace.tokens[start: start + len(replay["emitted"])] and note == ""
+    assert start <= index < start + len(replay["emitted"]) and step == 1 and buttons["visible"]
+    assert "stage 1 of 5" in view and "The draft proposes" in view and "keep test" not in view
+    for expected in range(2, 6):
+        step, view = step_block(opened, step, 1)
+        assert step == expected and f"stage {expected} of 5" in view
+    assert "What both caches keep" in view and step_block(opened, 5, 1)[0] == 5
+    assert step_block(opened, 1, -1)[0] == 1
+    *_, (opened, _, view, buttons) = handlers.open_block(None, None)
+    assert opened is None and "Click a token of a run first" in view and not buttons["visible"]
 
 
 def test_stop_keeps_the_partial_trace(handlers):

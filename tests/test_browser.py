@@ -184,3 +184,40 @@ def test_a_run_pressed_during_a_rule_changes_rerun_is_the_one_shown(page):
     expected = generate(load_pair("tiny"), PROMPT, **{**RUN, "rule": "v1", "alpha": alpha})
     assert token_classes(page) == expected.sources
     assert "Re-run from" not in page.inner_text("#stats")
+
+
+def press_through_a_block(page, prefix):
+    """Open the block, press Next to its last stage; returns the view's text at each stage."""
+    page.click(f"#{prefix}-open")
+    page.wait_for_selector(f"#{prefix}-steps [data-step='1']", timeout=60000)
+    texts = [page.inner_text(f"#{prefix}-steps")]
+    for stage in range(2, 6):
+        page.click(f"#{prefix}-next")
+        page.wait_for_selector(f"#{prefix}-steps [data-step='{stage}']")
+        texts.append(page.inner_text(f"#{prefix}-steps"))
+    return texts
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_a_token_opens_its_block_and_steps_through_it(tiny_app_url, width):
+    """Click a replaced token, open its block, press through its five stages: each shows one more, with the run's
+    own tokens, and at the rejection the residual's bars with the correction marked."""
+    expected = generate(load_pair("tiny"), PROMPT, **RUN)
+    index = expected.sources.index("replaced")
+    start = next(i for i, pos in enumerate(expected.positions) if pos["block"] == expected.positions[index]["block"])
+    with open_page(tiny_app_url) as page:
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.fill("#prompt textarea", PROMPT)
+        page.click("#run")
+        wait_until_done(page)
+        page.click(f"#answer .tok[data-pos='{index}']")
+        page.wait_for_function(f"() => document.querySelector('#inspector-text')?.innerText.includes('Token #{index}')")
+        texts = press_through_a_block(page, "block")
+        assert f"tokens #{start} to #{index}" in texts[0] and "p(x)" not in texts[0] and "stage 1 of 5" in texts[0]
+        assert "p(x)" in texts[1] and "keep test" in texts[2] and "rejected" in texts[2]
+        assert "correction is sampled from the residual" in texts[3] and "What both caches keep" in texts[4]
+        assert page.locator("#block-steps .residual-row.chosen").count() == 1
+        page.locator("#block-steps").scroll_into_view_if_needed()
+        page.locator(".inspector").first.screenshot(path=SCREENSHOTS / f"tiny-block-steps-{width}.png")
+        page.click("#block-back")
+        page.wait_for_selector("#block-steps [data-step='4']")

@@ -4,7 +4,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
-from test_browser import SCREENSHOTS, open_page
+from test_browser import SCREENSHOTS, open_page, press_through_a_block
 
 LINK = ("?tab=explore&prompt=Hello+there&draft=head&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
         "&run=1")
@@ -53,6 +53,8 @@ def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
         assert "wrote the same text as the target alone" in page.inner_text("#lesson-1-look")
         assert page.locator("#lesson-1-rows .compare-row").count() == 2
         page.screenshot(path=SCREENSHOTS / "tiny-learn.png", full_page=True)
+        texts = press_through_a_block(page, "lesson-1-block")
+        assert "Block" in texts[0] and "What both caches keep" in texts[4]
         page.click("#lesson-1-next")
         page.wait_for_selector("#lesson-2-run")
         page.click("#copy-link")

@@ -8,7 +8,7 @@ import pytest
 
 # (endpoint, the values a raw call sends: the required ones alone)
 REQUIRED_ONLY = [("run", ["Hi"]), ("compare", ["Hi", [{"rule": "chow", "alpha": 0.5}]]), ("frontier", ["Hi", ["chow"]]),
-                 ("sandbox", [[0.6, 0.4], [0.3, 0.7]]), ("strategies", ["Hi"])]
+                 ("sandbox", [[0.6, 0.4], [0.3, 0.7]]), ("strategies", ["Hi"]), ("block", ["Hi"])]
 
 
 def raw_call(url, name, data):
@@ -35,6 +35,16 @@ def test_a_raw_call_with_the_required_values_alone_runs_at_the_defaults(tiny_app
         settings = result["settings"]
         assert (settings["rule"], settings["alpha"], settings["gamma"], settings["temperature"],
                 settings["max_new_tokens"]) == ("v3", 0.5, "auto", 0.7, 64)
+    if name == "block":  # block 0 of /run's run at the same defaults
+        run = json.loads(raw_call(tiny_app_url, "run", data)[1][-1])
+        assert result["block"] == 0 and result["emitted"] == [pos["token"] for pos in run["positions"]
+                                                               if pos["block"] == 0]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_block_out_of_range_gets_one_sentence(tiny_app_url, capfd):
+    event, payload = raw_call(tiny_app_url, "block", ["Hi", "v3", 0.5, 3, 0.7, 20, 0, "", 19])
+    assert event == "error" and payload["error"].startswith("block=19 is out of range: this run has")
     assert "Traceback" not in capfd.readouterr().err
 
 

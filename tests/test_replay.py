@@ -100,9 +100,10 @@ def test_a_block_that_ends_in_a_rejection_shows_its_residual(tiny64):
 
 
 @pytest.mark.parametrize("kwargs, says", [
-    (dict(block=99), "block=99 is out of range: this run has"),
-    (dict(position=500), "position=500 is out of range"),
-    (dict(block=-1), "block must be a whole number from 0"),
+    (dict(block=11), "block=11 is out of range: this run has"),
+    (dict(position=500), "position must be a whole number from 0 to 11, got 500"),
+    (dict(block=-1), "block must be a whole number from 0 to 11, got -1"),
+    (dict(block=2.5), "block must be a whole number from 0 to 11, got 2.5"),
     (dict(block=1, position=1), "either block"),
     (dict(block=0, rule="target"), "rule 'target' is a baseline"),
     (dict(block=0, rule="draft"), "rule 'draft' is a baseline"),

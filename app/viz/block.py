@@ -1,0 +1,115 @@
+"""One block step by step (a replay from cascade_core/replay.py) as HTML: five stages, each press showing one more,
+every number the engine's own. The stages follow docs/spec.md's "One block"; the keep test is the verification of
+speculative sampling (Leviathan et al., 2023; the paper's Algorithm 4 with pi in place of p), the residual
+norm(max(0, pi - q)) what a rejection samples from."""
+import html
+
+from .format import number, token_repr
+
+STAGES = ("The draft proposes", "The target scores every proposal in one pass", "Each proposal's keep test",
+          "The first rejection", "What both caches keep")
+DRAFTS = {"model": "draft model", "head": "EAGLE-3 head"}
+
+
+def plural(n, word):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _token(text):
+    return f'<code class="block-token">{html.escape(token_repr(text))}</code>'
+
+
+def keep_bar(keep, uniform, kept):
+    """The keep probability as a bar, the position's uniform u as a mark on it: kept exactly when u falls inside."""
+    verdict = "kept" if kept else "rejected"
+    return (f'<span class="keep-bar {verdict}" title="keep probability {number(keep)}, u = {number(uniform)}">'
+            f'<span class="keep-fill" style="width:{100 * keep:.1f}%"></span>'
+            f'<span class="keep-mark" style="left:{100 * uniform:.1f}%"></span></span>'
+            f'<span class="keep-words">u = {number(uniform)} {"<" if kept else "≥"} {number(keep)}: '
+            f'<strong>{verdict}</strong></span>')
+
+
+def proposal_rows(replay, step):
+    """One table row per proposal: its token and q, then p, then pi and the keep test; greyed where discarded."""
+    rows, checked = [], len(replay["positions"])
+    for j, pos in enumerate(replay["positions"] + replay["discarded_detail"]):
+        start = replay["start"] + j
+        discarded = j >= checked and step >= 4
+        cells = [f"x<sub>{j}</sub> (#{start})", _token(pos["text"]), number(pos["q"])]
+        cells.append(number(pos["p"]) if step >= 2 else "")
+        if step >= 3:
+            cells += [number(pos["pi"]), keep_bar(pos["keep_probability"], pos["uniform"], pos["kept"])] \
+                if j < checked else ["", "not tested: it comes after the rejection"]
+        row_class = ' class="discarded"' if discarded else ""
+        rows.append(f"<tr{row_class}>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    head = ["", "proposal", "q(x)", "p(x)" if step >= 2 else ""] + (["π(x)", "keep test"] if step >= 3 else [])
+    return ('<table class="block-table"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) +
+            "</table>")
+
+
+def stage_text(replay, step):
+    """What stage ``step`` (1 to 5) did, in the replay's own numbers."""
+    n, checked = replay["caches"]["read"], len(replay["positions"])
+    settings, correction = replay["settings"], replay["correction"]
+    if step == 1:
+        return (f"The {DRAFTS.get(replay['draft'], 'draft')} samples {n} proposals one after another, "
+                f"x<sub>j</sub> from q<sub>j</sub> with its position's uniform (temperature {settings['temperature']:g}): "
+                f"{n} draft calls.")
+    if step == 2:
+        read = "[last]" if n == 1 else f"[last, x<sub>0</sub> .. x<sub>{n - 2}</sub>]"
+        return (f"One target call reads {read} and returns p<sub>j</sub> at all {n} positions at once, as if the "
+                "proposals were already text.")
+    if step == 3:
+        keep = "min(1, p(x) / ((1 − α) q(x)))" if settings["rule"] == "lossy" else "min(1, π(x) / q(x))"
+        return (f"π<sub>j</sub> = {html.escape(settings['rule'])}(q<sub>j</sub>, p<sub>j</sub>, α = "
+                f"{number(settings['alpha'])}); in order, x<sub>j</sub> is kept with probability {keep}. The mark is the "
+                "position's uniform u: kept exactly when it falls inside the bar.")
+    if step == 4:
+        if correction is None:
+            return f"Every proposal passed: the block emits all {n}, and no residual is sampled."
+        tail = f" The {plural(n - checked, 'proposal')} after it are discarded unseen: each was drafted after a " \
+            "token that is not in the text." if n > checked else ""
+        return (f"x<sub>{checked - 1}</sub> was rejected, so the target's correction is sampled from the residual "
+                f"norm(max(0, π − q)) with its uniform u = {number(replay['residual_uniform'])}: "
+                f"{_token(correction['text'])} (residual {number(correction['residual'])}).{tail}")
+    caches, last = replay["caches"], _token(replay["emitted_text"][-1])
+    target = (f"The target's cache read {plural(caches['read'], 'slot')} for this block and keeps the "
+              f"{caches['kept']} that lead to the emitted tokens ([last, x<sub>0</sub> .. x<sub>m−2</sub>], m = "
+              f"{caches['kept']}), forgetting "
+              f"{caches['forgotten']}.")
+    draft = (" The draft model's cache keeps the same slots." if replay["draft"] == "model" else
+             " The head keeps its first step's entry (it read the target's features) and reads the kept tokens again "
+             "at the next block, paired with the target's features of this pass.")
+    return f"{target}{draft} The next block starts from {last}, the block's last emitted token."
+
+
+def residual_bars(replay):
+    """The residual's top tokens as bars, the sampled correction marked."""
+    correction = replay["correction"]
+    if correction is None:
+        return ""
+    top = replay["residual_top"]
+    widest = max(t["probability"] for t in top) or 1.0
+    bars = "".join(
+        f'<div class="residual-row{" chosen" if t["token"] == correction["token"] else ""}">{_token(t["text"])}'
+        f'<span class="residual-bar" style="width:{70 * t["probability"] / widest:.1f}%"></span>'
+        f'<span>{number(t["probability"])}</span></div>' for t in top)
+    return f'<div class="residual" aria-label="the residual\'s top tokens">{bars}</div>'
+
+
+def block_html(replay=None, step=1, note=""):
+    """Stages 1 to ``step`` of a replayed block (None: how to open one)."""
+    if replay is None:
+        words = html.escape(note) if note else ('Click a token, then "Step through its block" to watch the block '
+                                                "that produced it, one stage a press.")
+        return f'<div class="block-steps empty"><em>{words}</em></div>'
+
+    step = max(1, min(step, len(STAGES)))
+    emitted = " ".join(_token(t) for t in replay["emitted_text"])
+    stages = "".join(f'<li class="stage{" current" if i == step else ""}"><strong>{STAGES[i - 1]}.</strong> '
+                     f"{stage_text(replay, i)}{residual_bars(replay) if i == 4 else ''}</li>"
+                     for i in range(1, step + 1))
+    note = f'<p class="block-note">{html.escape(note)}</p>' if note else ""
+    return (f'<div class="block-steps" data-step="{step}"><p><strong>Block {replay["block"]}</strong> (tokens '
+            f"#{replay['start']} to #{replay['start'] + len(replay['emitted']) - 1}: {emitted}) · stage {step} of "
+            f"{len(STAGES)}</p>{note}{proposal_rows(replay, step)}<ol>{stages}</ol></div>")
