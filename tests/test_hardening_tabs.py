@@ -36,9 +36,10 @@ FIELDS = {
     "frontier": ["prompt", "rules", "alphas", "seed", "gamma", "temperature", "max_new_tokens", "draft"],
     "sandbox": ["q", "p", "rule", "alpha"],
     "strategies": ["prompt", "rule", "alpha", "threshold", "gamma", "temperature", "seed", "max_new_tokens", "draft"],
+    "block": ["prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed", "draft", "block"],
 }
 DEFAULTS = dict(prompt="Hi", rule="v3", alpha=0.3, gamma=2, temperature=1.0, max_new_tokens=4, seed=0,
-                rows=[{"rule": "v3", "alpha": 0.3}], rules=["v3"], alphas="0.3", q=[1, 2], p=[2, 1], threshold=0.5, draft="model")
+                rows=[{"rule": "v3", "alpha": 0.3}], rules=["v3"], alphas="0.3", q=[1, 2], p=[2, 1], threshold=0.5, draft="model", block=0)
 
 
 def raw_call(url, api, body, timeout=60):
@@ -92,6 +93,10 @@ HUGE = "1" + "0" * 400
     ("compare", "draft", "3", "draft must be text ('model', 'head', or a folder or Hub id), got 3"),
     ("frontier", "draft", '"x" ', "draft 'x' is not one of the tiny pair's drafts"),
     ("strategies", "draft", '["head"]', "draft must be text"),
+    ("block", "block", HUGE, "block must be a whole number from 0 to 3"),
+    ("block", "block", "NaN", "block must be a whole number from 0 to 3, got nan"),
+    ("block", "block", '"1"', "block must be a whole number from 0 to 3, got '1'"),
+    ("block", "rule", '"target"', "rule 'target' is a baseline"),
 ])
 def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value, message):
     event, data = raw_call(tiny_app_url, api, body(api, **{field: value}))

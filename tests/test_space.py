@@ -160,7 +160,10 @@ class NoTensors(pickle.Pickler):
 def test_what_the_gpu_functions_yield_holds_no_tensor():
     handlers = ExploreHandlers(PairCache(), "tiny")
     views = list(handlers.run(*{**SETTINGS, "max_new_tokens": 12}.values()))
-    messages = list(handlers._trace_messages(AppSettings.from_inputs("Hi", "tiny", True, "v3", 0.5, 4, 1.0, 12, 0)))
-    for value in views + messages:
+    s = AppSettings.from_inputs("Hi", "tiny", True, "v3", 0.5, 4, 1.0, 12, 0)
+    messages = list(handlers._trace_messages(s)) + list(handlers._block_messages(s, 1))
+    replays = list(handlers.open_block(views[-1].run, 3))
+    for value in views + messages + replays:
         NoTensors(io.BytesIO()).dump(value)
-    assert len(views[-1].run.trace.tokens) == 12 and messages[-1][0]  # the run's last view, and /run's result
+    assert len(views[-1].run.trace.tokens) == 12 and messages[-1][0]  # the run's last view, and /block's result
+    assert replays[-1][0][0]["emitted"]  # the step-through's replay
