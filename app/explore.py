@@ -57,7 +57,7 @@ class ExploreHandlers:
     def _view(run, rule, alpha, cost_ratio, running, with_figures=True, status=None):
         answer, first_changed, sources = answer_view(run, rule, alpha, running)
         stats, speedup = stats_view(run, cost_ratio)
-        plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(), gr.skip())
+        plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(),) * 3
         n = len(run.trace.positions)
         status = status or (f"Generating… {n} tokens" if running else f"Done: {n} tokens ({run.trace.stop_reason}).")
         return View(run, answer, stats, speedup, *plots, status)
@@ -97,7 +97,7 @@ class ExploreHandlers:
             prices = ENGINE.call(measured_prices, pair, trace.gamma) if priced else None
             view = self._view(Run(trace, s.pair_spec, prices, pair.description or pair.name), s.rule, s.alpha, cost_ratio, not trace.finished,
                               with_figures=trace.finished)
-            yield view._replace(step_plot=None, alpha_plot=None) if i == 0 and not trace.finished else view
+            yield view._replace(step_plot=None, alpha_plot=None, decision_plot=None) if i == 0 and not trace.finished else view
 
     def run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
             request: gr.Request = None):
@@ -207,7 +207,7 @@ class ExploreHandlers:
         """Instant: provenance under the new (rule, alpha) from the stored a*, no model call.
         Outputs: tokens, step plot, critical-alpha plot, status."""
         if run is None:
-            return Recoloured(gr.skip(), gr.skip(), gr.skip(), "")
+            return Recoloured(gr.skip(), gr.skip(), gr.skip(), gr.skip(), "")
         answer, first_changed, sources = answer_view(run, rule, alpha)
         return Recoloured(answer, *figures_view(run, rule, alpha, sources, first_changed),
                           recolour_status(run, rule, alpha, first_changed))

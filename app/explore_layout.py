@@ -82,12 +82,14 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
         # side by side where both fit; one above the other on a phone (each needs ~400 px for its legend and title)
         # (their titles say what they are: Gradio's label badge would cover a title's first words)
         o.update(step_plot=gr.Plot(label="Per step", show_label=False, elem_id="step-plot", min_width=400),
-                 alpha_plot=gr.Plot(label="Critical alpha", show_label=False, elem_id="alpha-plot", min_width=400))
+                 alpha_plot=gr.Plot(label="Critical alpha", show_label=False, elem_id="alpha-plot", min_width=400),
+                 decision_plot=gr.Plot(label="Decision map", show_label=False, elem_id="decision-plot", min_width=400))
     with gr.Accordion("How to read this", open=False, elem_id="how-to-read"):
         gr.Markdown(how_to_read(), sanitize_html=False)
     settings = [c[name] for name in ("prompt", "pair", "draft", "chat", "rule", "alpha", "gamma", "temperature",
                                      "max_new_tokens", "seed")] + [o["cost_ratio"]]
-    view = list(View(run_state, o["answer"], o["stats"], o["speedup"], o["step_plot"], o["alpha_plot"], c["status"]))
+    view = list(View(run_state, o["answer"], o["stats"], o["speedup"], o["step_plot"], o["alpha_plot"],
+                     o["decision_plot"], c["status"]))
     wire(handlers, c, o, run_state, settings, view)
     fields = {name: c[name] for name in ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed",
                                          "max_new_tokens")}
@@ -159,7 +161,7 @@ def outputs():
 def wire(handlers, c, o, run_state, settings, view):
     """Explore's events: one run per page (ExploreHandlers._supervised: a newer one takes the view from the one
     before), instant recolouring, the inspector, the cost ratio."""
-    live = list(Recoloured(o["answer"], o["step_plot"], o["alpha_plot"], c["status"]))
+    live = list(Recoloured(o["answer"], o["step_plot"], o["alpha_plot"], o["decision_plot"], c["status"]))
     rule, alpha, cost_ratio, speedup = c["rule"], c["alpha"], o["cost_ratio"], o["speedup"]
     c["run"].click(handlers.run, settings, view, api_name="run_ui", **GENERATING)
     c["prompt"].submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING)

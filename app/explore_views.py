@@ -11,6 +11,7 @@ from cascade_core.explain import deferred
 
 from .controls import alpha_slider_range
 from .viz import figures
+from .viz.decision_map import decision_map_figure
 from .viz.stats import speedup_markdown, stats_markdown
 from .viz.tokens import tokens_html
 
@@ -36,6 +37,7 @@ class View(NamedTuple):
     speedup: Any
     step_plot: Any
     alpha_plot: Any
+    decision_plot: Any
     status: Any
 
 
@@ -45,12 +47,13 @@ class Recoloured(NamedTuple):
     answer: Any
     step_plot: Any
     alpha_plot: Any
+    decision_plot: Any
     status: Any
 
 
 def status_only(message):
     """A view update that leaves the answer, stats and plots as they are and shows a status line."""
-    return View(*(gr.skip(),) * 6, status=message)
+    return View(*(gr.skip(),) * 7, status=message)
 
 
 def resume_caption(trace):
@@ -103,7 +106,8 @@ def answer_view(run, rule, alpha, running=False):
 def figures_view(run, rule, alpha, sources, first_changed):
     positions = run.trace.positions
     return (figures.step_figure(positions, sources, rule, alpha, first_changed),
-            figures.critical_alpha_figure(positions, sources, rule, alpha, alpha_slider_range(rule), first_changed))
+            figures.critical_alpha_figure(positions, sources, rule, alpha, alpha_slider_range(rule), first_changed),
+            decision_map_figure(positions, rule, alpha))
 
 
 def recolour_status(run, rule, alpha, first_changed):

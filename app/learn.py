@@ -24,6 +24,7 @@ from .strategies import other_calls_note
 from .streaming import warns_in_page
 from .tradeoff import TradeoffHandlers
 from .viz.compare import compare_html
+from .viz.decision_map import decision_map_figure
 from .viz.format import number
 from .worker import ENGINE
 
@@ -49,6 +50,7 @@ class Lesson:
     # the rules' (rule, alpha) for "sandbox", the sweep's rows for "frontier"
     look: Callable = None
     steps_through: bool = False  # after its run, one block of its last row can be opened and stepped through
+    decision_map: bool = False  # its run draws its last row's decision map, with its first row's boundary beside
 
     def link(self):
         """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
@@ -137,7 +139,9 @@ OPT_ANSWER = ("**The answer:** at the same confidence gap max p - max q and alph
               "exceeds alpha * TV, so it defers more where the models agree (small TV) and less where they disagree. A "
               "deferred position is rejected with probability TV (Lemma 3), and alpha * TV is the price of that "
               "rejection. A large-TV position still defers when its gap is larger still, and diff ignores TV, so "
-              "this run's TV columns mix both effects.")
+              "this run's TV columns mix both effects. The decision map below shows it: each of opt's positions is a "
+              "point (TV, max p - max q); opt defers above its line max p - max q = alpha * TV, which rises with TV, "
+              "and diff above its flat line max p - max q = alpha (dashed).")
 
 
 def look_for_sandbox(rules):
@@ -255,7 +259,7 @@ LESSONS = (
            "confidence, max p - max q, against alpha times how much the two models disagree, TV(p, q).",
            "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
            "rows", (("diff", 0.1), ("opt", 0.2)), look=look_for_tv,
-           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2))),
+           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2)), decision_map=True),
     Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
            "Token rules decide per token v: they keep an accepted set A of tokens (r(v) = 0) and move the rest of "
            "q's mass onto p, pi(v) = q(v)(1 - r(v)) + eta p(v) with eta = sum_v r(v) q(v). On A, pi(v) >= q(v), so "
@@ -330,7 +334,9 @@ class LearnHandlers:
             traces = []
             for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
                 yield rows_html(traces), gr.skip(), f"Running: {progress_line(traces)}"
-            yield rows_html(traces), gr.skip(), LOOK_FOR + lesson.look(pair, traces)
+            figure = decision_map_figure(traces[-1].positions, *lesson.rows[-1], also=lesson.rows[0]) \
+                if lesson.decision_map else gr.skip()
+            yield rows_html(traces), figure, LOOK_FOR + lesson.look(pair, traces)
             return
         traces, pairs = [], []  # timed: one after another, so that each run's clock is its own
         for s in settings:
@@ -385,8 +391,8 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
                     opened = gr.Button(f"Open it in {TAB_NAMES[dict(lesson.opens)['tab']]}",
                                        elem_id=f"lesson-{k}-open", scale=0, min_width=260)
                 rows = gr.HTML("", elem_id=f"lesson-{k}-rows")
-                plot = gr.Plot(elem_id=f"lesson-{k}-plot", visible=lesson.kind in ("sandbox", "frontier"),
-                               show_label=False)
+                plot = gr.Plot(elem_id=f"lesson-{k}-plot", visible=lesson.kind in ("sandbox", "frontier") or
+                               lesson.decision_map, show_label=False)
                 look = gr.Markdown(WAITING, elem_id=f"lesson-{k}-look")
                 if lesson.steps_through:
                     block = build_block_steps(f"lesson-{k}-block", "Step through one of its blocks")

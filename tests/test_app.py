@@ -115,14 +115,14 @@ def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny, monkey
     views = list(handlers.run(*SETTINGS.values()))
     runs = [v.run for v in views if isinstance(v.run, Run)]
     assert len(runs) > 3  # one view per block
-    run, answer, stats, speedup, step_plot, alpha_plot, status = last = views[-1]
+    run, answer, stats, speedup, step_plot, alpha_plot, decision_plot, status = last = views[-1]
     assert isinstance(last, View)
     expected = fresh(tiny)
     assert run.trace.tokens == expected.tokens
     assert answer.count('class="tok ') == len(expected.tokens)
     assert f"| target calls | {expected.stats['target_calls']} |" in stats
     assert "Projected speed-up" in speedup and status.startswith("Done")
-    assert step_plot.data and alpha_plot.data
+    assert step_plot.data and alpha_plot.data and decision_plot.data
 
 
 def test_views_of_a_long_run_come_at_most_once_per_interval(handlers, monkeypatch):
@@ -137,11 +137,11 @@ def test_recolour_greys_from_the_first_flip(handlers):
     run = run_to_end(handlers).run
     sources, first = run.trace.recolour("v3", 0.95)
     assert first is not None
-    answer, step_plot, alpha_plot, status = ExploreHandlers.recolour(run, "v3", 0.95)
+    answer, step_plot, alpha_plot, decision_plot, status = ExploreHandlers.recolour(run, "v3", 0.95)
     assert answer.count("class=\"tok will-change") == len(run.trace.positions) - first
     assert f'data-pos="{first}"' in answer.split("flip")[1][:40]
     assert f"token #{first} may change" in status
-    unchanged, _, _, status = ExploreHandlers.recolour(run, "v3", 0.5)
+    unchanged, _, _, _, status = ExploreHandlers.recolour(run, "v3", 0.5)
     assert "will-change" not in unchanged and "every token stands" in status
 
 

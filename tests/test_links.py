@@ -171,7 +171,10 @@ def test_every_lesson_runs_and_says_what_to_look_for(lessons):
         rows, figure, look = last(lessons.run(index))
         assert look.startswith(LOOK_FOR), (index, look)
         drawn = not (isinstance(figure, dict) and figure.get("__type__") == "update")
-        assert drawn == (LESSONS[index].kind in ("sandbox", "frontier"))
+        assert drawn == (LESSONS[index].kind in ("sandbox", "frontier") or LESSONS[index].decision_map)
+        if LESSONS[index].decision_map:  # opt's points, and its line beside diff's
+            assert [t.name for t in figure.data if t.mode == "lines"] == ["opt, alpha 0.20: max p − max q = alpha · TV",
+                                                                          "diff, alpha 0.10: max p − max q = alpha"]
 
 
 def test_the_first_lessons_numbers_are_its_runs(lessons):

@@ -12,6 +12,7 @@ import torch
 from app.learn import LESSONS, OPT_ANSWER, look_for_frontier, look_for_speculative
 from app.sandbox import START, loaded_position
 from app.viz.compare import WHY
+from app.viz.decision_map import map_points
 from app.viz.sandbox import loaded_html
 from app.viz.tokens import LEGEND
 from cascade_core import generate
@@ -156,6 +157,19 @@ def test_at_a_fixed_confidence_gap_opt_defers_less_where_the_models_disagree_mor
 
 
 # -- Lesson 1's look-for: the greedy text and a near tie --------------------------------------------------------
+
+@pytest.mark.parametrize("rule, alpha, temperature", [("opt", 0.2, 1.0), ("opt", 0.7, 0.6), ("opt", 0.3, 0.0),
+                                                     ("diff", 0.1, 1.0), ("diff", 0.0, 0.0)])
+def test_the_decision_maps_line_separates_the_engines_decisions(tiny64, rule, alpha, temperature):
+    """The decision map draws diff's boundary as max p - max q = alpha (Eq. 5) and opt's as max p - max q = alpha TV
+    (Eq. 10): above the line, and only there, the engine's own decision (alpha < a*) defers."""
+    points = map_points(run(tiny64, rule, alpha, temperature).positions, rule, alpha)
+    assert len(points) == RUN["max_new_tokens"] and {p[2] for p in points} == {True, False}
+    for tv, gap, defers, _ in points:
+        boundary = alpha * tv if rule == "opt" else alpha
+        if abs(gap - boundary) > 1e-9:
+            assert defers == (gap > boundary), (tv, gap, defers)
+
 
 def test_greedy_lossless_writes_the_top_token_of_the_p_its_verification_read(tiny64):
     target, lossless = (run(tiny64, rule, temperature=0.0) for rule in ("target", "lossless"))
