@@ -61,8 +61,9 @@ def shoot_lesson(page, out, k):
     page.click("#start-lessons")
     for step in range(1, k):
         page.click(f"#lesson-{step}-next")
+    page.click(f"#lesson-{k}-answer label >> nth=0")  # an answer committed first
     page.click(f"#lesson-{k}-run")
-    page.wait_for_function(f"() => document.querySelector('#lesson-{k}-look')?.innerText.startsWith('What to look')",
+    page.wait_for_function(f"() => document.querySelector('#lesson-{k}-look')?.innerText.includes('What to look')",
                            timeout=600000)
     page.screenshot(path=out / "bundled-learn.png", full_page=True)
 

@@ -47,10 +47,16 @@ def test_a_bad_link_says_why_and_opens_the_rest(tiny_app_url):
 def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
     with open_page(tiny_app_url, height=1200) as page:
         page.click("#start-lessons")
+        page.click("#lesson-1-run")  # before an answer is committed: no run
+        page.wait_for_function("() => document.querySelector('#lesson-1-look')?.innerText.startsWith('Pick your answer')")
+        page.click("#lesson-1-answer label:has-text('The same text, in as many target calls.')")
         page.click("#lesson-1-run")
-        page.wait_for_function("() => document.querySelector('#lesson-1-look')?.innerText.startsWith('What to look')",
+        page.wait_for_function("() => document.querySelector('#lesson-1-look')?.innerText.includes('What to look')",
                                timeout=60000)
-        assert "wrote the same text as the target alone" in page.inner_text("#lesson-1-look")
+        look = page.inner_text("#lesson-1-look")
+        assert look.startswith("Your answer: The same text, in as many target calls. It did not hold.")
+        assert "One target call scores a whole block" in look  # the misconception it reflects
+        assert "wrote the same text as the target alone" in look
         assert page.locator("#lesson-1-rows .compare-row").count() == 2
         page.screenshot(path=SCREENSHOTS / "tiny-learn.png", full_page=True)
         texts = press_through_a_block(page, "lesson-1-block")

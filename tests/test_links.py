@@ -5,7 +5,8 @@ import gradio as gr
 import pytest
 
 from app.compare import compare_linked
-from app.learn import LESSONS, LOOK_FOR, LearnHandlers, learn_linked
+from app.learn import COMMIT_FIRST, LOOK_FOR, LearnHandlers, learn_linked
+from app.lessons import LESSONS
 from app.links import Linked, link_to, read_link, restore_outputs, restored, view_class
 from app.pairs import PairCache
 from app.sandbox import sandbox_linked
@@ -167,9 +168,12 @@ def last(steps):
 
 
 def test_every_lesson_runs_and_says_what_to_look_for(lessons):
-    for index in range(len(LESSONS)):
-        rows, figure, look = last(lessons.run(index))
-        assert look.startswith(LOOK_FOR), (index, look)
+    for index, lesson in enumerate(LESSONS):
+        assert last(lessons.run(index)) == (gr.skip(), gr.skip(), COMMIT_FIRST)  # no answer committed: no run
+        choice = lesson.answers[index % len(lesson.answers)].text
+        rows, figure, look = last(lessons.run(index, choice))
+        reveal, looked = look.split(LOOK_FOR)
+        assert reveal.startswith(f"**Your answer:** {choice} **It ") and looked, (index, look)
         drawn = not (isinstance(figure, dict) and figure.get("__type__") == "update")
         assert drawn == (LESSONS[index].kind in ("sandbox", "frontier") or LESSONS[index].decision_map)
         if LESSONS[index].decision_map:  # opt's points, and its line beside diff's
@@ -178,7 +182,7 @@ def test_every_lesson_runs_and_says_what_to_look_for(lessons):
 
 
 def test_the_first_lessons_numbers_are_its_runs(lessons):
-    _, _, look = last(lessons.run(0))
+    _, _, look = last(lessons.run(0, LESSONS[0].answers[0].text))
     pair = PairCache().get("tiny")
     runs = [generate(pair, "Who is Buzz Aldrin?", rule=rule, temperature=0, seed=0, max_new_tokens=48)
             for rule in ("target", "lossless")]
@@ -189,7 +193,7 @@ def test_the_first_lessons_numbers_are_its_runs(lessons):
 
 
 def test_the_when_it_pays_lesson_times_both_drafts_in_its_own_runs(lessons):
-    rows, _, look = last(lessons.run(5))
+    rows, _, look = last(lessons.run(5, LESSONS[5].answers[3].text))
     head_pair = PairCache().get("head -> tiny")
     run = generate(head_pair, "Who is Buzz Aldrin?", rule="v3", alpha=0.5, gamma=4, temperature=0.7, seed=0,
                    max_new_tokens=48)

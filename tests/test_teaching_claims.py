@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from app.learn import LESSONS, OPT_ANSWER, look_for_frontier, look_for_speculative
+from app.lesson_looks import OPT_ANSWER, look_for_frontier, look_for_speculative
+from app.lessons import LESSONS
 from app.sandbox import START, loaded_position
 from app.viz.compare import WHY
 from app.viz.decision_map import map_points
@@ -238,3 +239,30 @@ def test_no_false_sentence_about_the_method_is_left():
              if p.suffix in (".py", ".md")] + [ROOT / "README.md", *(ROOT / "assets").glob("*.md")]
     found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files for m in FALSE.finditer(p.read_text())]
     assert not found, found
+
+
+@pytest.mark.parametrize("index", range(len(LESSONS)))
+def test_every_lessons_reveal_says_whether_the_answer_held_and_names_the_misconception_of_a_wrong_one(index):
+    """Each answer, as the run's outcome and as the learner's choice: a choice that held is told so (with its caveat,
+    if any); one that did not is told what the run showed and the misconception it reflects."""
+    lesson = LESSONS[index]
+    assert len(lesson.answers) >= 2 and len({a.text for a in lesson.answers}) == len(lesson.answers)
+    for outcome, happened in enumerate(lesson.answers):
+        told = [type(lesson).reveal(SimpleNamespace(answers=lesson.answers, held=lambda *r: outcome), a.text)
+                for a in lesson.answers]
+        for chosen, text in zip(lesson.answers, told):
+            assert text.startswith(f"**Your answer:** {chosen.text} ")
+            if chosen is happened:
+                assert "**It held.**" in text and text.endswith(chosen.caveat)
+            else:
+                assert f"**It did not hold.** This run: {happened.text}" in text and text.endswith(chosen.wrong_because)
+    correct_in_general = [a for a in lesson.answers if not a.wrong_because]
+    assert len(correct_in_general) <= 1  # every other answer names the misconception behind it
+
+
+def test_the_sandbox_lessons_outcome_is_the_rules_own_accepted_sets():
+    """Lesson 4's outcome is computed from the rules (v1 keeps the draft's favourite by its q; v2 and v3 defer it by
+    its p), not written down."""
+    from app.lesson_looks import SANDBOX_SETS, held_sandbox
+    assert SANDBOX_SETS[held_sandbox(LESSONS[3].rows)] == {"v1"}
+    assert SANDBOX_SETS[held_sandbox((("v1", 0.9), ("v2", 0.9), ("v3", 0.99)))] == {"v1", "v2", "v3"}

@@ -1,0 +1,224 @@
+"""What each lesson's run shows, in that run's own numbers: the "What to look for" text under a lesson (app/lessons.py
+names which lesson reads which)."""
+from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
+from cascade_core.explain import dissect
+from cascade_core.running import OTHER_ROWS
+
+from .compare import label, row_stats
+from .sandbox import START
+from .strategies import other_calls_note
+from .viz.format import number
+from .worker import ENGINE
+
+NEAR_LOSSLESS = 1.1  # "near lossless": a target NLL at most 10% above lossless's (not a quality score)
+
+
+def percent(value):
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+GREEDY = ("at temperature 0, pi = p is one-hot on the target's top token, so the verification keeps a proposal "
+          "only where it is that token and otherwise replaces it by that token")
+
+
+def near_tie(target, lossless, k):
+    """Why lossless's greedy text parts from the target's at token k, with the target's probabilities there."""
+    top = {entry[0]: entry[2] for entry in lossless.positions[k].get("top_p") or []}
+    ours, theirs = lossless.tokens[k] if k < len(lossless.tokens) else None, \
+        target.tokens[k] if k < len(target.tokens) else None
+    numbers = (f" (in lossless's pass the target gave its token p {number(top[ours], 4)} and the target-alone run's "
+               f"token p {number(top[theirs], 4)})") if ours in top and theirs in top else ""
+    return (f"Lossless wrote a different text from the target alone from token {k}. Both write the target's top "
+            f"token at every position ({GREEDY}), but lossless reads p from the block's pass over several tokens and "
+            "the target alone from one-token passes, and passes of different shapes round differently: where the "
+            f"target's two best tokens are within that rounding of each other (a near tie), the passes can pick "
+            f"different ones{numbers}.")
+
+
+def look_for_speculative(pair, traces):
+    target, lossless = traces
+    s, k = lossless.stats, first_difference(target.tokens, lossless.tokens)
+    if k is None and len(target.tokens) == len(lossless.tokens):
+        same = f"Lossless wrote the same text as the target alone ({s['tokens']} tokens): {GREEDY}."
+    else:
+        same = near_tie(target, lossless, min(len(target.tokens), len(lossless.tokens)) if k is None else k)
+    return (f"- {same}\n"
+            f"- The target checked and kept {s['deferred']} of the draft's tokens and replaced {s['replaced']}; "
+            "each replacement ended its block.\n"
+            f"- Target calls: {target.stats['target_calls']} alone, {s['target_calls']} with the draft "
+            f"({number(s['tokens_per_target_call'], 2)} tokens per call).")
+
+
+def look_for_chow(pair, traces):
+    stats = [ENGINE.call(row_stats, pair, t, 0.25) for t in traces]
+    lines = [f"| {r['label']} | {percent(r['deferral_rate'])} | {r['target_calls']} | {number(r['target_nll'], 2)} |"
+             for r in stats]
+    lo, hi = stats[0], stats[-1]
+    trend = "fell" if hi["deferral_rate"] < lo["deferral_rate"] else "did not fall"
+    return ("| row | deferred | target calls | target NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
+            f"\n\nFrom {lo['label']} to {hi['label']} the deferral rate {trend} "
+            f"({percent(lo['deferral_rate'])} to {percent(hi['deferral_rate'])}) and target calls went from "
+            f"{lo['target_calls']} to {hi['target_calls']}; the target's NLL of the text went from "
+            f"{number(lo['target_nll'], 2)} to {number(hi['target_nll'], 2)}: larger alpha trusts the draft more.")
+
+
+def look_for_tv(pair, traces):
+    lines = []
+    for trace in traces:
+        rule, alpha = trace.settings["rule"], trace.settings["alpha"]
+        deferred = [p["tv"] for p in trace.positions if p["a_star"][rule] > alpha]
+        kept = [p["tv"] for p in trace.positions if p["a_star"][rule] <= alpha]
+        mean = lambda values: number(sum(values) / len(values), 3) if values else "–"  # noqa: E731
+        lines.append(f"| {label(rule, alpha)} | {len(deferred)} of {len(trace.positions)} | {mean(deferred)} | "
+                     f"{mean(kept)} |")
+    return ("| row | positions deferred | mean TV where it deferred | mean TV where it did not |\n"
+            "|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + OPT_ANSWER)
+
+
+OPT_ANSWER = ("**The answer:** at the same confidence gap max p - max q and alpha > 0, opt defers where the gap "
+              "exceeds alpha * TV, so it defers more where the models agree (small TV) and less where they disagree. A "
+              "deferred position is rejected with probability TV (Lemma 3), and alpha * TV is the price of that "
+              "rejection. A large-TV position still defers when its gap is larger still, and diff ignores TV, so "
+              "this run's TV columns mix both effects. The decision map below shows it: each of opt's positions is a "
+              "point (TV, max p - max q); opt defers above its line max p - max q = alpha * TV, which rises with TV, "
+              "and diff above its flat line max p - max q = alpha (dashed).")
+
+
+def look_for_sandbox(rules):
+    labels, q, p = START
+    favourite = labels[max(range(len(q)), key=q.__getitem__)]
+    lines = []
+    for rule, alpha in rules:
+        numbers = dissect(rule, q, p, alpha)
+        accepted = [t for t, defers in zip(labels, numbers["defers"]) if not defers]
+        lines.append(f"| {rule} alpha {alpha:g} | {', '.join(accepted) or 'none'} | "
+                     f"{'yes' if favourite in accepted else 'no'} | {number(numbers['rejection_prob'], 3)} |")
+    return (f"The draft's favourite is '{favourite}' (q {number(q[labels.index(favourite)], 2)}, p "
+            f"{number(p[labels.index(favourite)], 2)}).\n\n| rule | accepted set A | '{favourite}' in A | "
+            "P(the draft's token is rejected) |\n|---|---|---|---|\n" + "\n".join(lines))
+
+
+def look_for_frontier(rows):
+    """Each rule's cheapest point whose target NLL is at most 10% above lossless's (the target's own samples)."""
+    by_rule = {}
+    for row in rows:
+        by_rule.setdefault(row["rule"], []).append((row["target_calls"] / row["tokens"], row["target_nll"]))
+    cost, quality = by_rule.pop("lossless")[0]
+    lines = []
+    for rule, points in by_rule.items():
+        near = [c for c, nll in points if nll <= NEAR_LOSSLESS * quality]
+        cheapest = f"{number(min(near), 2)} ({percent(min(near) / cost)} of lossless's)" if near else "none"
+        lines.append(f"| {rule} | {len(points)} | {number(min(c for c, _ in points), 2)}–"
+                     f"{number(max(c for c, _ in points), 2)} | {cheapest} |")
+    return (f"Lossless: {number(cost, 2)} target calls per token, target NLL {number(quality, 2)}.\n\n"
+            f"| rule | points | target calls per token | fewest calls per token within {percent(NEAR_LOSSLESS - 1)} "
+            "of lossless's NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
+            "\n\nAt equal target calls a lower point is text the target finds likelier, not better text: a point "
+            "below lossless is more mode-seeking than the target's own samples. One prompt and 24 tokens cannot rank "
+            "the rules: another prompt or seed moves every point, which is why the sweeps average prompt sets with "
+            "intervals (docs/sweeps.md).")
+
+
+def per_call(trace, role):
+    c = trace.counters
+    return c[f"{role}_seconds"] / c[f"{role}_calls"]
+
+
+def look_for_timed(pairs, traces):
+    """Per draft: measured speed-up, and the cost model priced with the calls these runs timed: one target token
+    (the target alone), one draft call and one verification of up to gamma + 1 tokens (the cascade); for a head,
+    the emitted tokens outside its vocabulary."""
+    target, *cascades = traces
+    one = per_call(target, "target")
+    lines, notes = [], []
+    for pair, cascade in zip(pairs[1:], cascades):
+        gamma, a = cascade.settings["gamma"], cascade.stats["acceptance_rate"]
+        measured = cascade.stats["tokens_per_second"] / target.stats["tokens_per_second"]
+        draft, verify = per_call(cascade, "draft"), per_call(cascade, "target")
+        priced = priced_speedup(a, gamma, one, draft, verify)
+        kind = pair.drafting.label
+        lines.append(f"| {kind} | {number(cascade.stats['tokens_per_second'], 1)} | {number(measured, 2)}x | "
+                     f"{number(1000 * draft, 1)} ms (c = {number(draft / one, 2)}) | {number(verify / one, 2)} | "
+                     f"{number(a, 2)} | "
+                     f"{number(priced, 2)}x | {number(expected_speedup(a, gamma, draft / one, gamma + 1), 2)}x |")
+        notes.append(f"- With the {kind}: {pays(a, gamma, verify / one)}")
+        vocabulary = pair.drafting.vocabulary(pair.draft)
+        if vocabulary is not None:
+            outside = sum(token not in vocabulary for token in cascade.tokens)
+            notes.append(f"- The {kind} proposes only the {len(vocabulary):,} tokens of its vocabulary (q = 0 "
+                         f"elsewhere): {outside} of the {len(cascade.tokens)} tokens written came from outside it, "
+                         "each one the target's replacement, never a kept proposal.")
+    beside = max(trace.counters.get(OTHER_ROWS, 0) for trace in traces)
+    if beside:
+        notes.append(f"- {other_calls_note(beside)}")
+    gamma = cascades[0].settings["gamma"]
+    return (f"Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s, one target token "
+            f"{number(1000 * one, 1)} ms.\n\n"
+            f"| v3, alpha 0.5, with | tokens/s | measured | one draft call | a verification of up to {gamma + 1} "
+            "tokens, in target tokens | acceptance | cost model, these prices | Leviathan et al.'s (2023) estimate, "
+            f"{gamma + 1} draft calls |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" +
+            "\n".join(notes) + "\n- A draft much cheaper than its target whose tokens are kept often, and a "
+            "verification that costs about one target token (a large target on a GPU), are what make a cascade pay.")
+
+
+def pays(a, gamma, verify_ratio):
+    """When a cascade pays at this acceptance and verification cost, in one sentence."""
+    c = break_even_cost_ratio(a, gamma, gamma + 1, verify_ratio)
+    if c > 0:
+        return f"At this acceptance and verification cost the cascade pays when c is below {number(c, 2)}."
+    tokens = number(expected_tokens_per_call(a, gamma), 2)
+    return (f"At this acceptance no draft is cheap enough: a block yields {tokens} tokens, and its verification alone "
+            f"costs {number(verify_ratio, 2)} target tokens.")
+
+
+# -- which committed answer held: each returns the index of the lesson's answer (app/lessons.py) this run bore out --
+
+def held_speculative(pair, traces):
+    """0: the same text in fewer target calls; 1: another text; 2: the same text in as many calls."""
+    target, lossless = traces
+    if target.tokens != lossless.tokens:
+        return 1
+    return 0 if lossless.stats["target_calls"] < target.stats["target_calls"] else 2
+
+
+def held_chow(pair, traces):
+    """0: the largest alpha deferred least; 1: the smallest did; 2: every alpha deferred as often."""
+    low, high = traces[0].stats["deferral_rate"], traces[-1].stats["deferral_rate"]
+    return 0 if high < low else 1 if high > low else 2
+
+
+def held_tv(pair, traces):
+    """0: opt defers more where TV is small, at the same confidence gap. A property of its rule, not of one run: opt
+    defers iff max p - max q > alpha TV (Eq. 10), so at a fixed positive gap it defers exactly for TV below gap /
+    alpha (tests/test_teaching_claims.py pins it on the engine's decisions)."""
+    return 0
+
+
+SANDBOX_SETS = ({"v1"}, {"v2", "v3"}, {"v1", "v2", "v3"}, set())
+
+
+def held_sandbox(rules):
+    """The index in SANDBOX_SETS of the rules whose accepted set keeps the draft's favourite."""
+    labels, q, p = START
+    favourite = max(range(len(q)), key=q.__getitem__)
+    keeping = {rule for rule, alpha in rules if not dissect(rule, q, p, alpha)["defers"][favourite]}
+    return SANDBOX_SETS.index(keeping)
+
+
+def held_frontier(rows):
+    """0: some point's target NLL lies below lossless's; 1: none does."""
+    lossless = next(row["target_nll"] for row in rows if row["rule"] == "lossless")
+    return 0 if any(row["target_nll"] < lossless for row in rows if row["rule"] != "lossless") else 1
+
+
+def held_timed(pairs, traces):
+    """0: both drafts finished first; 1: the head only; 2: the draft model only; 3: neither."""
+    target, *cascades = traces
+    faster = {pair.draft_kind: trace.stats["tokens_per_second"] > target.stats["tokens_per_second"]
+              for pair, trace in zip(pairs[1:], cascades)}
+    return {(True, True): 0, (True, False): 1, (False, True): 2, (False, False): 3}[(faster["head"], faster["model"])]

@@ -1,0 +1,191 @@
+"""The six lessons of the Learn tab, as data: what each teaches, the question it asks before its run, the answers a
+learner can commit to (each wrong one with the misconception it reflects), what it runs and how its run is read
+(app/lesson_looks.py). The tab itself: app/learn.py."""
+from dataclasses import dataclass
+from typing import Callable
+
+from cascade_core import RULES
+
+from .lesson_looks import (held_chow, held_frontier, held_sandbox, held_speculative, held_timed, held_tv, look_for_chow,
+                           look_for_frontier, look_for_sandbox, look_for_speculative, look_for_timed, look_for_tv)
+from .options import example_prompts
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer a learner can commit to before the run; ``wrong_because``: the misconception it reflects, said when
+    the run does not bear it out; ``caveat``: said when it holds by this run's chance rather than in general."""
+
+    text: str
+    wrong_because: str = ""
+    caveat: str = ""
+
+
+@dataclass(frozen=True)
+class Lesson:
+    title: str
+    short: str  # the walkthrough's step label
+    idea: str  # what the lesson teaches (Markdown)
+    predict: str  # the question to answer before moving a control
+    kind: str  # "rows" (side by side), "timed" (one after another), "sandbox", "frontier"
+    rows: tuple = ()  # (rule, alpha) for "rows", (rule, alpha, draft) for "timed", the rules for "frontier"
+    temperature: float = 0.7
+    max_new_tokens: int = 48
+    opens: tuple = ()  # the tab the lesson talks about, and its rule and alpha there, as (name, value) pairs
+    # What to look for, from the run's results: (pair, traces) for "rows", (each run's pair, traces) for "timed",
+    # the rules' (rule, alpha) for "sandbox", the sweep's rows for "frontier"
+    look: Callable = None
+    steps_through: bool = False  # after its run, one block of its last row can be opened and stepped through
+    decision_map: bool = False  # its run draws its last row's decision map, with its first row's boundary beside
+    answers: tuple = ()  # the Answers to its question, one of which the learner commits to before the run
+    held: Callable = None  # from the run's results (as ``look`` takes them): the index of the answer that held
+
+    def reveal(self, choice, *results):
+        """Whether the committed answer (its text) held in this run, and if not, what did and why the answer fails."""
+        outcome = self.answers[self.held(*results)]
+        chosen = next(answer for answer in self.answers if answer.text == choice)
+        if chosen is outcome:
+            return f"**Your answer:** {choice} **It held.** {chosen.caveat}".rstrip()
+        return f"**Your answer:** {choice} **It did not hold.** This run: {outcome.text} {chosen.wrong_because}".rstrip()
+
+    def link(self):
+        """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
+        the fields it has controls for), and run=1 where the tab has a Run."""
+        params = dict(prompt=example_prompts()[0], gamma=4, seed=0, temperature=self.temperature,
+                      max_new_tokens=self.max_new_tokens, **dict(self.opens))
+        return {name: str(value) for name, value in dict(params, run=int(params["tab"] != "sandbox")).items()}
+
+    @property
+    def tokens(self):
+        """The tokens a run of this lesson may generate (a frontier: its rules x 3 alphas, and a pilot)."""
+        return (len(self.rows) * 3 + 1 if self.kind == "frontier" else len(self.rows)) * self.max_new_tokens
+
+
+def introduction(k, lesson):
+    return f"### {k}. {lesson.title}\n{lesson.idea}\n\n**Before you run:** {lesson.predict}"
+
+
+LESSONS = (
+    Lesson("Speculative decoding", "Speculative decoding",
+           "The draft proposes a block of tokens; the target scores the whole block in one pass and checks the "
+           "proposals in order (rule `lossless`: pi = p), keeping each with probability min(1, p(x) / q(x)). At the "
+           "first rejection it writes a token sampled from the residual norm(max(0, p - q)) instead, and that ends "
+           "the block: every later proposal is discarded unseen. Kept tokens cost no target call of their own. "
+           "After the run, step through one of its blocks, one stage a press, with the engine's own numbers.",
+           "At temperature 0, will the lossless row write a different text from the target alone? How many target "
+           "calls will it need for the same tokens?",
+           "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0, look=look_for_speculative,
+           opens=(("tab", "explore"), ("rule", "lossless")), steps_through=True, held=held_speculative, answers=(
+               Answer("The same text, in fewer target calls."),
+               Answer("A different text from the target alone's.",
+                      "Lossless verifies every proposal against pi = p, and at temperature 0 p is one-hot on the "
+                      "target's top token: a proposal is kept only where it is that token, and a rejected one is "
+                      "replaced by it, so the text is the target's (up to a near tie: see below).",
+                      "Not because the draft's tokens got in: every token is the target's top token in the pass that "
+                      "read it, and a near tie between two of them went the other way (see below)."),
+               Answer("The same text, in as many target calls.",
+                      "One target call scores a whole block of proposals at once: every kept proposal is a token the "
+                      "target needed no call of its own for."))),
+    Lesson("A cascade by confidence: chow", "Chow",
+           "A cascade lets the draft answer where it is sure. Chow's rule defers to the target when the draft's "
+           f"top probability is low, `{RULES['chow'].defers_when}`. Where it does not defer, pi = q: the target "
+           "still scores the position in the block's pass, and the verification keeps the draft's token with "
+           "probability pi(x) / q(x) = 1, so only deferred positions can be replaced.",
+           "Which alpha lets the draft speak most often, and what does that do to the target's calls and to how "
+           "likely the target finds the text?",
+           "rows", (("chow", 0.3), ("chow", 0.6), ("chow", 0.9)), look=look_for_chow,
+           opens=(("tab", "explore"), ("rule", "chow"), ("alpha", 0.6)), held=held_chow, answers=(
+               Answer("alpha 0.9."),
+               Answer("alpha 0.3.",
+                      "chow defers where max q < 1 - alpha (Eq. 2): a smaller alpha raises the bar the draft's "
+                      "confidence must clear, so more positions defer. Every rule defers iff alpha < a*: a larger "
+                      "alpha defers less."),
+               Answer("Every alpha equally often.",
+                      "alpha is the threshold itself: moving it moves positions across it, so how many defer "
+                      "changes with it."))),
+    Lesson("Asking the target: diff and opt", "diff and opt",
+           "In a speculative cascade the target has scored every position anyway, so a rule may read p. `diff` "
+           f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
+           "plug-in estimate (Eq. 10) of the optimal rule of Lemma 4 (Eq. 9): it weighs the target's extra "
+           "confidence, max p - max q, against alpha times how much the two models disagree, TV(p, q).",
+           "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
+           "rows", (("diff", 0.1), ("opt", 0.2)), look=look_for_tv,
+           opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2)), decision_map=True, held=held_tv,
+           answers=(
+               Answer("Where they agree (small TV)."),
+               Answer("Where they disagree (large TV).",
+                      "Disagreement is what opt prices, not what it seeks: a deferred position is rejected with "
+                      "probability TV (Lemma 3), so at the same confidence gap a larger TV makes deferring cost more, "
+                      "and opt defers only where max p - max q exceeds alpha TV (Eq. 10)."),
+               Answer("Neither: only the confidence gap counts.",
+                      "That is diff (Eq. 5). opt subtracts alpha TV(p, q) from the target's extra confidence "
+                      "(Eq. 10), so TV tilts its boundary: the decision map's rising line."))),
+    Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
+           "Token rules decide per token v: they keep an accepted set A of tokens (r(v) = 0) and move the rest of "
+           "q's mass onto p, pi(v) = q(v)(1 - r(v)) + eta p(v) with eta = sum_v r(v) q(v). On A, pi(v) >= q(v), so "
+           "a proposal from A is verified and kept with probability 1. "
+           f"v1 defers v when `{RULES['v1'].defers_when}`, v2 when `{RULES['v2'].defers_when}`, v3 when "
+           f"`{RULES['v3'].defers_when}`. Eight tokens, their q and p set in the Sandbox:",
+           "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
+           # alphas at which each rule's accepted set is a part of the eight (v1 and v2 keep all eight at 0.5)
+           "sandbox", (("v1", 0.1), ("v2", 0.1), ("v3", 0.5)), look=look_for_sandbox,
+           opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5)), held=held_sandbox, answers=(
+               Answer("v1 alone."),
+               Answer("v2 and v3.",
+                      "v2 and v3 judge a token by the target's p(v), which is low for this one, so they defer it; "
+                      "v1 judges it by the draft's own q(v), high for its favourite, and keeps it."),
+               Answer("All three.",
+                      "Being the draft's favourite protects a token only under v1, which reads q(v); v2 and v3 read "
+                      "p(v), and the target rates it low."),
+               Answer("None of them.",
+                      "v1 reads the draft's own q(v) against max p - alpha: the draft's favourite has the highest q, "
+                      "so at this alpha v1 keeps it."))),
+    Lesson("The trade-off", "Trade-off",
+           "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
+           "the text (lower: text the target finds likelier). The NLL shows how far a rule moves the text from what "
+           "the target finds likely, not how good it is: it rewards mode-seeking text, so greedy text can score "
+           "below the target's own samples (lossless). The paper measures quality with task metrics (BLEU, "
+           "ROUGE-2, accuracy) at matched latency; one prompt and 24 tokens, as here, cannot rank the rules.",
+           "Which rule's points lie lowest at the same cost, and does any lie below lossless (the target's own "
+           "samples)?",
+           "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24, look=look_for_frontier,
+           opens=(("tab", "tradeoff"),), held=held_frontier, answers=(
+               Answer("Some point lies below lossless."),
+               Answer("No point lies below lossless.",
+                      "Lossless is not the lowest NLL there can be: it samples the target's distribution, and the "
+                      "target's NLL rewards its likeliest tokens, so text pulled toward a confident draft's choices "
+                      "can score below the target's own samples. A "
+                      "lower NLL is not better text; the paper measures BLEU, ROUGE-2 and accuracy.",
+                      "Here no point did, but one can: the NLL rewards mode-seeking text, so a lower point would not "
+                      "be better text."))),
+    Lesson("When it pays: c, gamma, the draft and the measured speed-up", "When it pays",
+           "The app's block drafts gamma + 1 proposals (gamma + 1 draft calls), scores all of them in one target "
+           "pass (one target call) and verifies them in order, with no bonus token: the paper's Algorithm 4 drafts "
+           "gamma and, when all pass, draws a bonus token from pi at the next position, which needs q there, so "
+           "here that position is a proposal like the others (docs/spec.md). A run's counters show it: one target "
+           "call per block, gamma + 1 draft calls per block (fewer in the last blocks, cut short by the token "
+           "limit). It pays when the "
+           "tokens a target call yields outweigh the draft's cost, c = (one draft call) / (one target call), "
+           "measured here on this machine. Two drafts are timed: a draft model, which runs its own layers and "
+           "scores the whole vocabulary, and an EAGLE-3 head, one decoder layer that reads three of the target's "
+           "hidden states (already computed by the target's last pass) and scores a draft vocabulary of the tokens "
+           "the target writes most. The head's call is cheap: one layer and a small vocabulary. Its q is zero "
+           "outside that vocabulary, so such a token is never proposed: where pi wants it, it comes from the "
+           "residual (the Sandbox shows a q with zeros).",
+           "On this machine, will the cascade finish 48 tokens before the target alone, and with which draft?",
+           "timed", (("target", 0.0, "model"), ("v3", 0.5, "model"), ("v3", 0.5, "head")), look=look_for_timed,
+           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5)), held=held_timed, answers=(
+               Answer("Yes, with either draft.",
+                      "A cascade is not faster by construction: it pays only where a draft call is cheap beside a "
+                      "target call (c) and enough proposals are kept, and the draft model runs all of its layers over "
+                      "the whole vocabulary."),
+               Answer("Yes, with the EAGLE-3 head only.",
+                      "The head's call is cheap (one layer, a small vocabulary), but speed also needs its proposals "
+                      "kept: see the acceptance column."),
+               Answer("Yes, with the draft model only.",
+                      "A draft model's call runs all of its layers and scores the whole vocabulary; the head's is one "
+                      "layer over the target's hidden states, so its c is the smaller (see the table)."),
+               Answer("No: neither finishes first.",
+                      "A block costs one target call for up to gamma + 1 tokens: with a draft cheap beside its target "
+                      "and proposals kept often, the calls saved outweigh the draft's."))),
+)
