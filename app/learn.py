@@ -26,7 +26,8 @@ TAB_NAMES = {"explore": "Explore", "compare": "Compare", "tradeoff": "Trade-off"
              "strategies": "Strategies"}
 WAITING = ("*Commit to an answer first, then run it: whether it held, and what to look for, appear here with this run's "
            "numbers.*")
-COMMIT_FIRST = "*Pick your answer above first: the run starts once you have committed to one.*"
+NOT_COMMITTED = ("*This run started before an answer was committed: pick one above and run it again to see whether "
+                 "it holds.*")
 LOOK_FOR = "**What to look for in this run**\n\n"
 
 
@@ -45,13 +46,13 @@ class LearnHandlers:
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), message))
     @gpu(lambda a: LESSONS[a["index"]].tokens)
     def run(self, index, choice=None):
-        """Lesson ``index``'s prepared run, once the learner has committed to an answer (``choice``: its text).
-        Outputs: rows HTML, figure, the reveal and what to look for (progress while it runs)."""
+        """Lesson ``index``'s prepared run; ``choice``: the answer the learner committed to before it (its text), which
+        the run then reveals (a run without one, as a link's run=1 starts it, says how to get the reveal). Outputs:
+        rows HTML, figure, the reveal and what to look for (progress while it runs)."""
         lesson = LESSONS[index]
-        if choice not in [answer.text for answer in lesson.answers]:
-            yield gr.skip(), gr.skip(), COMMIT_FIRST
-            return
-        said = lambda *results: f"{lesson.reveal(choice, *results)}\n\n{LOOK_FOR}{lesson.look(*results)}"  # noqa: E731
+        committed = choice in [answer.text for answer in lesson.answers]
+        said = lambda *results: (f"{lesson.reveal(choice, *results) if committed else NOT_COMMITTED}\n\n"  # noqa: E731
+                                 f"{LOOK_FOR}{lesson.look(*results)}")
         if lesson.kind == "sandbox":
             figure = SandboxHandlers.update(*lesson.rows[-1], *START[0], *START[1], *START[2])[0]
             yield "", figure, said(lesson.rows)
@@ -108,7 +109,7 @@ def rows_html(traces, drafts=()):
 
 def learn_linked():
     """What a link sets on this tab: the lesson on screen."""
-    return Linked("learn", dict(step=1), steps=len(LESSONS))
+    return Linked("learn", dict(step=1), "lesson-{step}-run", steps=len(LESSONS))
 
 
 def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, values):

@@ -46,7 +46,8 @@ class Lesson:
         chosen = next(answer for answer in self.answers if answer.text == choice)
         if chosen is outcome:
             return f"**Your answer:** {choice} **It held.** {chosen.caveat}".rstrip()
-        return f"**Your answer:** {choice} **It did not hold.** This run: {outcome.text} {chosen.wrong_because}".rstrip()
+        return (f"**Your answer:** {choice} **It did not hold.** What this run shows: *{outcome.text}* "
+                f"{chosen.wrong_because}").rstrip()
 
     def link(self):
         """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes

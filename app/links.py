@@ -33,7 +33,7 @@ class Linked:
 
     tab: str
     defaults: dict
-    run_button: str | None = None
+    run_button: str | None = None  # an element id, formatted with the view's values (a lesson's: "lesson-{step}-run")
     rules: tuple = ()
     auto_gamma: bool = False
     steps: int = 0  # a lesson path's length (the learn tab's ``step``)
@@ -129,7 +129,8 @@ def restored(params, all_linked):
     if not run:
         return out + [""]
     # a tab drawn later: its button once drawn in this view (an earlier drawing's button may still be on screen)
-    return out + [f".{view_class(view)} #{linked.run_button}" if linked.view is not None else f"#{linked.run_button}"]
+    button = linked.run_button.format(**values)
+    return out + [f".{view_class(view)} #{button}" if linked.view is not None else f"#{button}"]
 
 
 def restore_outputs(all_linked, tabs, status, press):

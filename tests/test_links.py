@@ -5,7 +5,7 @@ import gradio as gr
 import pytest
 
 from app.compare import compare_linked
-from app.learn import COMMIT_FIRST, LOOK_FOR, LearnHandlers, learn_linked
+from app.learn import LOOK_FOR, NOT_COMMITTED, LearnHandlers, learn_linked
 from app.lessons import LESSONS
 from app.links import Linked, link_to, read_link, restore_outputs, restored, view_class
 from app.pairs import PairCache
@@ -151,7 +151,9 @@ def test_a_copied_link_opens_the_same_view(linked):
     tab, read, run, errors = read_link(params, by_tab(linked))
     assert tab.tab == "explore" and run and not errors
     assert read == dict(zip(linked[0].fields, values))
-    assert dict(parse_qsl(urlsplit(link_to("http://host/", linked[2], True, 4)).query)) == dict(tab="learn", step="4")
+    assert dict(parse_qsl(urlsplit(link_to("http://host/", linked[2], True, 4)).query)) == dict(tab="learn", step="4",
+                                                                                             run="1")
+    assert restored(dict(tab="learn", step="4", run="1"), linked)[-1].endswith("#lesson-4-run")
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +171,6 @@ def last(steps):
 
 def test_every_lesson_runs_and_says_what_to_look_for(lessons):
     for index, lesson in enumerate(LESSONS):
-        assert last(lessons.run(index)) == (gr.skip(), gr.skip(), COMMIT_FIRST)  # no answer committed: no run
         choice = lesson.answers[index % len(lesson.answers)].text
         rows, figure, look = last(lessons.run(index, choice))
         reveal, looked = look.split(LOOK_FOR)
@@ -179,6 +180,12 @@ def test_every_lesson_runs_and_says_what_to_look_for(lessons):
         if LESSONS[index].decision_map:  # opt's points, and its line beside diff's
             assert [t.name for t in figure.data if t.mode == "lines"] == ["opt, alpha 0.20: max p − max q = alpha · TV",
                                                                           "diff, alpha 0.10: max p − max q = alpha"]
+
+
+def test_a_lesson_run_without_a_committed_answer_says_how_to_get_the_reveal(lessons):
+    """A link's run=1 presses Run before any answer is chosen: the run goes ahead and says so."""
+    _, _, look = last(lessons.run(3))
+    assert look.startswith(NOT_COMMITTED + "\n\n" + LOOK_FOR)
 
 
 def test_the_first_lessons_numbers_are_its_runs(lessons):
