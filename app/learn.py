@@ -1,4 +1,4 @@
-"""The Learn tab: six short lessons on the deferral rules. Each asks one question before anything runs, runs a
+"""The Learn tab: eight short lessons on the deferral rules. Each asks one question before anything runs, runs a
 prepared setting here (rows side by side, the Sandbox, a frontier, or timed runs), says what to look for with
 that run's own numbers, and opens the tab it talks about in that state."""
 import functools
@@ -8,6 +8,7 @@ import gradio as gr
 from cascade_core import mapped, stream
 
 from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
+from .derivation import LATEX, STEPS, check, shown_answers, step_markdown
 from .compare import compare_steps, label, progress_line, tokens_asked
 from .lessons import LESSONS, introduction
 from .gpu import gpu
@@ -70,7 +71,8 @@ class LearnHandlers:
             traces = []
             for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
                 yield rows_html(traces), gr.skip(), f"Running: {progress_line(traces)}"
-            figure = decision_map_figure(traces[-1].positions, *lesson.rows[-1], also=lesson.rows[0]) \
+            also = lesson.rows[0] if len(lesson.rows) > 1 else None
+            figure = decision_map_figure(traces[-1].positions, *lesson.rows[-1], also=also) \
                 if lesson.decision_map else gr.skip()
             yield rows_html(traces), figure, said(pair, traces)
             return
@@ -107,6 +109,20 @@ def rows_html(traces, drafts=()):
                           t.sources) for t, d in zip(traces, drafts)])
 
 
+def build_derivation(k):
+    """The derivation's steps, each with its exercise: an answer, Check, and the reveal (no model call)."""
+    for i, step in enumerate(STEPS):
+        gr.Markdown(step_markdown(i + 1, step), latex_delimiters=LATEX, elem_id=f"lesson-{k}-step-{i + 1}")
+        if not step.answers:
+            continue
+        with gr.Row():
+            choice = gr.Radio(shown_answers(i, step), label=step.question, elem_id=f"lesson-{k}-exercise-{i + 1}",
+                              scale=4)
+            check_button = gr.Button("Check", size="sm", elem_id=f"lesson-{k}-check-{i + 1}", scale=0, min_width=90)
+        revealed = gr.Markdown("", elem_id=f"lesson-{k}-reveal-{i + 1}")
+        check_button.click(functools.partial(check, i), choice, revealed, **INSTANT)
+
+
 def learn_linked():
     """What a link sets on this tab: the lesson on screen."""
     return Linked("learn", dict(step=1), "lesson-{step}-run", steps=len(LESSONS))
@@ -120,8 +136,10 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
     with gr.Tabs(selected=values["step"], elem_id="lessons") as walkthrough:
         for k, lesson in enumerate(LESSONS, 1):
             with gr.Tab(f"{k}. {lesson.short}", id=k, elem_id=f"lesson-{k}") as step:
-                gr.Markdown(introduction(k, lesson))
-                answer = gr.Radio([a.text for a in lesson.answers], label="Your answer, before you run it",
+                gr.Markdown(introduction(k, lesson), latex_delimiters=LATEX)
+                if lesson.derivation:
+                    build_derivation(k)
+                answer = gr.Radio([a.text for a in lesson.answers], label=f"Before you run: {lesson.predict}",
                                   elem_id=f"lesson-{k}-answer")
                 with gr.Row():
                     run = gr.Button("Show it" if lesson.kind == "sandbox" else "Run it here", variant="primary",

@@ -222,3 +222,75 @@ def held_timed(pairs, traces):
     faster = {pair.draft_kind: trace.stats["tokens_per_second"] > target.stats["tokens_per_second"]
               for pair, trace in zip(pairs[1:], cascades)}
     return {(True, True): 0, (True, False): 1, (False, True): 2, (False, False): 3}[(faster["head"], faster["model"])]
+
+
+def look_for_why(pairs, traces):
+    """The three kinds of decoding on this machine: speed against the target alone, calls, and the target's NLL."""
+    target, *others = traces
+    stats = [ENGINE.call(row_stats, pair, trace, 0.25) for pair, trace in zip(pairs, traces)]
+    base, one = target.stats["tokens_per_second"], per_call(target, "target")
+    draft = per_call(others[-1], "draft")
+    c = draft / one
+    lines = [f"| {name} | {number(t.stats['tokens_per_second'], 1)} | {number(t.stats['tokens_per_second'] / base, 2)}x "
+             f"| {t.stats['target_calls']} | {number(s['target_nll'], 2)} |"
+             for name, t, s in zip(WHY_ROWS, traces, stats)]
+    return ("| decoding | tokens/s | speed against the target alone | target calls | target NLL |\n"
+            "|---|---|---|---|---|\n" + "\n".join(lines) +
+            f"\n\nHere a draft call cost {number(c, 2)} of a target token ({number(1000 * draft, 1)} ms against "
+            f"{number(1000 * one, 1)} ms). The paper's speed-ups are measured at the large model's quality with T5 on "
+            "accelerators, where a target call costs about the same for one token or several; on a small CPU the "
+            "target is compute-bound, a verification of several tokens costs more than one, and a cascade pays only "
+            "where c is small and proposals are kept (lesson 8; docs/benchmarks.md). Lossless's NLL is the target's "
+            "own samples'; the cascade's moves with alpha.")
+
+
+WHY_ROWS = ("target alone", "speculative decoding (lossless)", "speculative cascade (v3, alpha 0.5)")
+
+
+def held_why(pairs, traces):
+    """The index of the run that wrote its tokens fastest: 0 the cascade, 1 lossless, 2 the target alone."""
+    speeds = [trace.stats["tokens_per_second"] for trace in traces]
+    return {2: 0, 1: 1, 0: 2}[max(range(3), key=speeds.__getitem__)]
+
+
+def derivation_predictions(pos, alpha):
+    """What each of the derivation lesson's answers predicts at a position: above opt's line, max p > max q, a TV
+    above a half."""
+    gap, tv = pos["max_p"] - pos["max_q"], pos["tv"]
+    return gap > alpha * tv, gap > 0, tv > 0.5
+
+
+def held_derivation(pair, traces):
+    """The answer whose prediction matches the engine's own opt decisions at the most positions of the run (positions
+    within rounding of opt's line left out)."""
+    trace = traces[-1]
+    alpha = trace.settings["alpha"]
+    positions = [pos for pos in trace.positions if abs(pos["max_p"] - pos["max_q"] - alpha * pos["tv"]) > 1e-9]
+    matches = [sum(derivation_predictions(pos, alpha)[k] == (alpha < pos["a_star"]["opt"]) for pos in positions)
+               for k in range(3)]
+    return max(range(3), key=matches.__getitem__)
+
+
+def look_for_derivation(pair, traces):
+    trace = traces[-1]
+    return ("Two positions of this run, in the steps' terms:\n\n" + live_numbers(trace, trace.settings["alpha"]) +
+            "\n\nThe decision map below places every position: opt's own decisions (alpha < a*) fall above its line "
+            "max p - max q = alpha TV and below it, never across.")
+
+
+def live_numbers(trace, alpha):
+    """Lemma 3 and Eq. 10 at two positions of the lesson's opt run: one it deferred at, one it did not."""
+    positions = [(i, pos) for i, pos in enumerate(trace.positions) if pos.get("tv") is not None]
+    lines = []
+    for wanted, verb in ((True, "deferred"), (False, "did not defer")):
+        found = next(((i, pos) for i, pos in positions if (alpha < pos["a_star"]["opt"]) == wanted and pos["tv"] > 0),
+                     None)
+        if found is None:
+            continue
+        i, pos = found
+        gap, tv = pos["max_p"] - pos["max_q"], pos["tv"]
+        risk = "risked" if wanted else "would have risked"
+        lines.append(f"- Token #{i} ({pos['text']!r}): max p - max q = {number(gap)}, TV = {number(tv)}, alpha TV = "
+                     f"{number(alpha * tv)}, so opt {verb} (a* = {number(pos['a_star']['opt'])}); deferring there "
+                     f"{risk} a rejection with probability TV = {number(tv)} (Lemma 3).")
+    return "\n".join(lines)

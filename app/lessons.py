@@ -1,4 +1,4 @@
-"""The six lessons of the Learn tab, as data: what each teaches, the question it asks before its run, the answers a
+"""The eight lessons of the Learn tab, as data: what each teaches, the question it asks before its run, the answers a
 learner can commit to (each wrong one with the misconception it reflects), what it runs and how its run is read
 (app/lesson_looks.py). The tab itself: app/learn.py."""
 from dataclasses import dataclass
@@ -6,8 +6,9 @@ from typing import Callable
 
 from cascade_core import RULES
 
-from .lesson_looks import (held_chow, held_frontier, held_sandbox, held_speculative, held_timed, held_tv, look_for_chow,
-                           look_for_frontier, look_for_sandbox, look_for_speculative, look_for_timed, look_for_tv)
+from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandbox, held_speculative, held_timed, held_tv,
+                           held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,
+                           look_for_speculative, look_for_timed, look_for_tv, look_for_why)
 from .options import example_prompts
 
 
@@ -39,6 +40,7 @@ class Lesson:
     decision_map: bool = False  # its run draws its last row's decision map, with its first row's boundary beside
     answers: tuple = ()  # the Answers to its question, one of which the learner commits to before the run
     held: Callable = None  # from the run's results (as ``look`` takes them): the index of the answer that held
+    derivation: bool = False  # the derivation's steps and exercises (app/derivation.py) come before its question
 
     def reveal(self, choice, *results):
         """Whether the committed answer (its text) held in this run, and if not, what did and why the answer fails."""
@@ -63,10 +65,39 @@ class Lesson:
 
 
 def introduction(k, lesson):
-    return f"### {k}. {lesson.title}\n{lesson.idea}\n\n**Before you run:** {lesson.predict}"
+    return f"### {k}. {lesson.title}\n{lesson.idea}"
 
 
 LESSONS = (
+    Lesson("Why speculative cascades", "Why",
+           "A **cascade** lets the draft answer where it is sure and calls the target only where its rule defers: it "
+           "trades quality for cost, but sequentially, the target reading one deferred token at a time after the "
+           "draft has decided. **Speculative decoding** drafts a block and lets the target score all of it in one "
+           "pass, keeping the tokens that pass a test against p: fast and lossless, but never better than the "
+           "target's own cost and quality, since its text is the target's. A **speculative cascade** runs a "
+           "cascade's deferral rule inside that one-pass verification: each draft token is verified against pi "
+           "(p where the rule defers, q or a mix of both elsewhere), so it keeps the cascade's trade-off at "
+           "speculative decoding's pace.\n\n"
+           "The paper's headline (Narasimhan et al., ICLR 2025; T5 small -> large on WMT, T = 1, gamma = 5), the "
+           "speed-up over the large model at the large model's quality:\n\n"
+           "| rule | speed-up |\n|---|---|\n| opt | 1.95x |\n| v3 | 1.85x |\n| diff | 1.79x |\n"
+           "| lossy speculative decoding | 1.61x |\n| BiLD* | 1.34x |\n\n"
+           "v3 gave the best quality at the large model's latency in every T5 column. This lesson times the three "
+           "kinds of decoding on this machine, one after another.",
+           "On this machine, which will write its 48 tokens first: the target alone, speculative decoding "
+           "(lossless), or the speculative cascade (v3, alpha 0.5)?",
+           "timed", (("target", 0.0), ("lossless", 0.0), ("v3", 0.5)), look=look_for_why, held=held_why,
+           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5)), answers=(
+               Answer("The speculative cascade."),
+               Answer("Speculative decoding (lossless).",
+                      "The cascade keeps more of the draft's tokens: where v3 does not defer a token, pi(v) >= q(v) "
+                      "and the proposal is kept with probability 1, so its blocks run longer than lossless's, whose "
+                      "every token must pass a test against p."),
+               Answer("The target alone.",
+                      "One target call scores a whole block: with a draft cheap beside its target, the tokens kept "
+                      "per call outweigh the draft's calls.",
+                      "On this 2-core CPU it can: the small target is compute-bound, and a verification of several "
+                      "tokens costs more than one (docs/benchmarks.md)."))),
     Lesson("Speculative decoding", "Speculative decoding",
            "The draft proposes a block of tokens; the target scores the whole block in one pass and checks the "
            "proposals in order (rule `lossless`: pi = p), keeping each with probability min(1, p(x) / q(x)). At the "
@@ -121,6 +152,20 @@ LESSONS = (
                Answer("Neither: only the confidence gap counts.",
                       "That is diff (Eq. 5). opt subtracts alpha TV(p, q) from the target's extra confidence "
                       "(Eq. 10), so TV tilts its boundary: the decision map's rising line."))),
+    Lesson("From the risk to opt: the derivation", "Derivation",
+           "Where does opt's test come from? Six steps, from the risk a cascade takes to the rule opt runs, each with "
+           "an exercise: commit to an answer, then check it. Then run opt and see the steps' numbers at positions of "
+           "the run, and every position placed on the decision map.",
+           "Run opt (alpha 0.3) and place each position at (TV, max p - max q). Which positions will it defer?",
+           "rows", (("opt", 0.3),), look=look_for_derivation, held=held_derivation, decision_map=True,
+           derivation=True, opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.3)), answers=(
+               Answer("Those above the line max p - max q = alpha TV."),
+               Answer("Those where the target is surer, max p > max q.",
+                      "That is the rule at alpha = 0: the price of the rejections a deferral risks, alpha TV, is "
+                      "missing (Eq. 9)."),
+               Answer("Those where the models disagree most (TV above a half).",
+                      "TV is the price of a deferral, not its reason: at one confidence gap a larger TV makes "
+                      "deferring cost more (Lemma 3), so opt defers less there."))),
     Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
            "Token rules decide per token v: they keep an accepted set A of tokens (r(v) = 0) and move the rest of "
            "q's mass onto p, pi(v) = q(v)(1 - r(v)) + eta p(v) with eta = sum_v r(v) q(v). On A, pi(v) >= q(v), so "

@@ -98,6 +98,8 @@ def test_run_recolour_rerun_and_inspect(page):
     for plot in ("#step-plot", "#alpha-plot"):
         page.wait_for_function(f"() => document.querySelectorAll('{plot} .hoverlayer *').length > 0")
     page.screenshot(path=SCREENSHOTS / "tiny-run-hover.png", full_page=True)
+    page.wait_for_selector("#decision-plot .js-plotly-plot")
+    page.locator("#decision-plot").screenshot(path=SCREENSHOTS / "tiny-decision-map.png")
     plot_area = page.query_selector("#step-plot .nsewdrag")
     plot_area.scroll_into_view_if_needed()
     box = plot_area.bounding_box()
@@ -199,17 +201,20 @@ def press_through_a_block(page, prefix):
 
 
 @pytest.mark.parametrize("width", [1280, 420])
-def test_a_token_opens_its_block_and_steps_through_it(tiny_app_url, width):
+def test_a_token_opens_its_block_and_steps_through_it(page, tiny_app_url, width):
     """Click a replaced token, open its block, press through its five stages: each shows one more, with the run's
     own tokens, and at the rejection the residual's bars with the correction marked."""
     expected = generate(load_pair("tiny"), PROMPT, **RUN)
     index = expected.sources.index("replaced")
     start = next(i for i, pos in enumerate(expected.positions) if pos["block"] == expected.positions[index]["block"])
-    with open_page(tiny_app_url) as page:
-        page.set_viewport_size({"width": width, "height": 1000})
+    page.set_viewport_size({"width": width, "height": 1000})
+    try:
+        page.goto(tiny_app_url)  # the page's defaults again, after the tests before
+        page.wait_for_selector("#run")
         page.fill("#prompt textarea", PROMPT)
         page.click("#run")
         wait_until_done(page)
+        assert token_classes(page) == expected.sources
         page.click(f"#answer .tok[data-pos='{index}']")
         page.wait_for_function(f"() => document.querySelector('#inspector-text')?.innerText.includes('Token #{index}')")
         texts = press_through_a_block(page, "block")
@@ -221,3 +226,5 @@ def test_a_token_opens_its_block_and_steps_through_it(tiny_app_url, width):
         page.locator(".inspector").first.screenshot(path=SCREENSHOTS / f"tiny-block-steps-{width}.png")
         page.click("#block-back")
         page.wait_for_selector("#block-steps [data-step='4']")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})

@@ -47,22 +47,42 @@ def test_a_bad_link_says_why_and_opens_the_rest(tiny_app_url):
 def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
     with open_page(tiny_app_url, height=1200) as page:
         page.click("#start-lessons")
-        page.click("#lesson-1-answer label:has-text('The same text, in as many target calls.')")
-        page.click("#lesson-1-run")
-        page.wait_for_function("() => document.querySelector('#lesson-1-look')?.innerText.includes('What to look')",
+        page.click("#lesson-1-next")  # lesson 1 (why) times three runs; lesson 2 is speculative decoding
+        page.click("#lesson-2-answer label:has-text('The same text, in as many target calls.')")
+        page.click("#lesson-2-run")
+        page.wait_for_function("() => document.querySelector('#lesson-2-look')?.innerText.includes('What to look')",
                                timeout=60000)
-        look = page.inner_text("#lesson-1-look")
+        look = page.inner_text("#lesson-2-look")
         assert look.startswith("Your answer: The same text, in as many target calls. It did not hold.")
         assert "One target call scores a whole block" in look  # the misconception it reflects
         assert "wrote the same text as the target alone" in look
-        assert page.locator("#lesson-1-rows .compare-row").count() == 2
+        assert page.locator("#lesson-2-rows .compare-row").count() == 2
         page.screenshot(path=SCREENSHOTS / "tiny-learn.png", full_page=True)
-        texts = press_through_a_block(page, "lesson-1-block")
+        texts = press_through_a_block(page, "lesson-2-block")
         assert "Block" in texts[0] and "What both caches keep" in texts[4]
-        page.click("#lesson-1-next")
-        page.wait_for_selector("#lesson-2-run")
+        page.click("#lesson-2-next")
+        page.wait_for_selector("#lesson-3-run")
         page.click("#copy-link")
-        page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('step=2')")
+        page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('step=3')")
+
+
+def test_the_derivation_checks_each_exercise_and_reveals_the_lessons_answer(tiny_app_url):
+    with open_page(tiny_app_url + "?tab=learn&step=5", height=1200) as page:
+        page.wait_for_selector("#lesson-5-exercise-2")
+        page.click("#lesson-5-exercise-2 label:has-text('0.6.')")
+        page.click("#lesson-5-check-2")
+        page.wait_for_function("() => document.querySelector('#lesson-5-reveal-2')?.innerText.startsWith('Not quite')")
+        assert "1 - TV = 0.6" in page.inner_text("#lesson-5-reveal-2")
+        page.click("#lesson-5-exercise-5 label:has-text('alpha < 0.75.')")
+        page.click("#lesson-5-check-5")
+        page.wait_for_function("() => document.querySelector('#lesson-5-reveal-5')?.innerText.startsWith('Right')")
+        page.click("#lesson-5-answer label:has-text('Those above the line')")
+        page.click("#lesson-5-run")
+        page.wait_for_function("() => document.querySelector('#lesson-5-look')?.innerText.includes('What to look')",
+                               timeout=60000)
+        assert "It held." in page.inner_text("#lesson-5-look")
+        page.wait_for_selector("#lesson-5-plot .js-plotly-plot")
+        page.screenshot(path=SCREENSHOTS / "tiny-derivation.png", full_page=True)
 
 
 VIEW_OF = "(id) => [...document.querySelector('#' + id)?.closest('[class*=\"view-\"]')?.classList || []].find(c => c.startsWith('view-'))"
@@ -70,13 +90,13 @@ DONE_IN_VIEW = ("([view, id]) => document.querySelector('.' + view + ' #' + id)?
 
 
 def test_tabs_are_drawn_when_opened_and_a_lesson_draws_its_tab_again_in_its_state(tiny_app_url):
-    """The page opens with Explore's controls only; a link opens Learn at lesson 6, whose "Open it in Strategies"
+    """The page opens with Explore's controls only; a link opens Learn at lesson 8, whose "Open it in Strategies"
     draws that tab in the lesson's state and runs it; opened again after a change there, it is drawn again, and
     the run waits for that drawing."""
-    with open_page(tiny_app_url + "?tab=learn&step=6", height=1100) as page:
-        page.wait_for_selector("#lesson-6-open")
+    with open_page(tiny_app_url + "?tab=learn&step=8", height=1100) as page:
+        page.wait_for_selector("#lesson-8-open")
         assert page.locator("#strategies-run").count() == 0 and page.locator("#compare-run").count() == 0
-        page.click("#lesson-6-open")
+        page.click("#lesson-8-open")
         page.wait_for_selector("#strategies-run")
         first = page.evaluate(VIEW_OF, "strategies-run")
         page.wait_for_function(DONE_IN_VIEW, arg=[first, "strategies-status"], timeout=60000)
@@ -84,7 +104,7 @@ def test_tabs_are_drawn_when_opened_and_a_lesson_draws_its_tab_again_in_its_stat
         page.fill("#strategies-alpha input[type=number]", "0.9")
         page.press("#strategies-alpha input[type=number]", "Enter")
         page.click("button[role=tab]:has-text('Learn')")
-        page.click("#lesson-6-open")
+        page.click("#lesson-8-open")
         page.wait_for_function(f"() => ({VIEW_OF})('strategies-run') && ({VIEW_OF})('strategies-run') !== '{first}'")
         second = page.evaluate(VIEW_OF, "strategies-run")
         page.wait_for_function(DONE_IN_VIEW, arg=[second, "strategies-status"], timeout=60000)

@@ -114,8 +114,8 @@ def test_a_bad_value_of_a_tabs_own_field_is_one_sentence(linked, params, message
 
 
 def test_a_lesson_step_out_of_range_is_named(linked):
-    _, values, _, errors = read_link(dict(tab="learn", step="7"), by_tab(linked))
-    assert errors == ["step must be a whole number from 1 to 6, got 7"] and values == {}
+    _, values, _, errors = read_link(dict(tab="learn", step="9"), by_tab(linked))
+    assert errors == ["step must be a whole number from 1 to 8, got 9"] and values == {}
 
 
 def test_restored_outputs_match_their_components_and_the_slider_follows_the_rule(linked):
@@ -177,19 +177,21 @@ def test_every_lesson_runs_and_says_what_to_look_for(lessons):
         assert reveal.startswith(f"**Your answer:** {choice} **It ") and looked, (index, look)
         drawn = not (isinstance(figure, dict) and figure.get("__type__") == "update")
         assert drawn == (LESSONS[index].kind in ("sandbox", "frontier") or LESSONS[index].decision_map)
-        if LESSONS[index].decision_map:  # opt's points, and its line beside diff's
-            assert [t.name for t in figure.data if t.mode == "lines"] == ["opt, alpha 0.20: max p − max q = alpha · TV",
-                                                                          "diff, alpha 0.10: max p − max q = alpha"]
+        if LESSONS[index].decision_map:  # opt's points and line, beside diff's where the lesson runs both
+            rows = LESSONS[index].rows
+            assert [t.name for t in figure.data if t.mode == "lines"] == \
+                [f"opt, alpha {rows[-1][1]:.2f}: max p − max q = alpha · TV"] + \
+                ["diff, alpha 0.10: max p − max q = alpha"] * (len(rows) > 1)
 
 
 def test_a_lesson_run_without_a_committed_answer_says_how_to_get_the_reveal(lessons):
     """A link's run=1 presses Run before any answer is chosen: the run goes ahead and says so."""
-    _, _, look = last(lessons.run(3))
+    _, _, look = last(lessons.run(5))
     assert look.startswith(NOT_COMMITTED + "\n\n" + LOOK_FOR)
 
 
 def test_the_first_lessons_numbers_are_its_runs(lessons):
-    _, _, look = last(lessons.run(0, LESSONS[0].answers[0].text))
+    _, _, look = last(lessons.run(1, LESSONS[1].answers[0].text))
     pair = PairCache().get("tiny")
     runs = [generate(pair, "Who is Buzz Aldrin?", rule=rule, temperature=0, seed=0, max_new_tokens=48)
             for rule in ("target", "lossless")]
@@ -200,7 +202,7 @@ def test_the_first_lessons_numbers_are_its_runs(lessons):
 
 
 def test_the_when_it_pays_lesson_times_both_drafts_in_its_own_runs(lessons):
-    rows, _, look = last(lessons.run(5, LESSONS[5].answers[3].text))
+    rows, _, look = last(lessons.run(7, LESSONS[7].answers[3].text))
     head_pair = PairCache().get("head -> tiny")
     run = generate(head_pair, "Who is Buzz Aldrin?", rule="v3", alpha=0.5, gamma=4, temperature=0.7, seed=0,
                    max_new_tokens=48)

@@ -41,7 +41,7 @@ def blocks(trace):
     return list(found.values())
 
 
-# -- Lesson 1: the first rejection ends the block --------------------------------------------------------------
+# -- Lesson 2: the first rejection ends the block --------------------------------------------------------------
 
 def test_a_block_ends_at_its_first_rejection(tiny64):
     """Not "keeps or replaces each token": a replacement is always a block's last token, and blocks cut short by
@@ -49,11 +49,11 @@ def test_a_block_ends_at_its_first_rejection(tiny64):
     found = blocks(run(tiny64, "lossless"))
     assert all(len(sources) <= GAMMA + 1 and "replaced" not in sources[:-1] for sources in found)
     assert any(sources[-1] == "replaced" and len(sources) < GAMMA + 1 for sources in found)
-    idea = LESSONS[0].idea
+    idea = LESSONS[1].idea
     assert "first rejection" in idea and "discarded unseen" in idea and "keeps or replaces" not in idea
 
 
-# -- Lesson 6: what a block costs, as the counters show it ------------------------------------------------------
+# -- Lesson 8: what a block costs, as the counters show it ------------------------------------------------------
 
 @pytest.mark.parametrize("rule, alpha", [("lossless", 0.0), ("v3", 0.5), ("opt", 0.2)])
 def test_a_block_costs_gamma_plus_one_draft_calls_and_one_target_call(tiny64, rule, alpha):
@@ -62,7 +62,7 @@ def test_a_block_costs_gamma_plus_one_draft_calls_and_one_target_call(tiny64, ru
     assert trace.stats["target_calls"] == len(starts)
     # every block drafts gamma + 1 proposals, however early it ends; only the last blocks are cut by the token limit
     assert trace.stats["draft_calls"] == sum(min(GAMMA + 1, RUN["max_new_tokens"] - i) for i in starts)
-    idea = LESSONS[5].idea
+    idea = LESSONS[7].idea
     assert "gamma + 1 proposals (gamma + 1 draft calls)" in idea and "one target call" in idea
     assert "no bonus token" in idea and "Algorithm 4 drafts gamma" in idea
 
@@ -75,14 +75,14 @@ def test_a_block_whose_proposals_all_pass_emits_gamma_plus_one_tokens_and_no_bon
     assert trace.stats["draft_calls"] == RUN["max_new_tokens"]
 
 
-# -- Lessons 2 and 4, the legend: a token the rule did not defer is still verified -------------------------------
+# -- Lessons 3 and 6, the legend: a token the rule did not defer is still verified -------------------------------
 
 @pytest.mark.parametrize("rule, alpha", [("chow", 0.5), ("v1", 0.2), ("v3", 0.5)])
 def test_a_token_the_rule_did_not_defer_is_verified_and_kept_with_probability_one(tiny64, rule, alpha):
     trace = run(tiny64, rule, alpha, seed=3)
     kept = [pos for pos in trace.positions if alpha >= pos["a_star"][rule]]
     assert kept and all(pos["accept_prob"] == pytest.approx(1.0) and pos["source"] == "accepted" for pos in kept)
-    assert "unchecked" not in LESSONS[1].idea + LESSONS[3].idea and "probability 1" in LEGEND["accepted"]
+    assert "unchecked" not in LESSONS[2].idea + LESSONS[5].idea and "probability 1" in LEGEND["accepted"]
 
 
 @pytest.mark.parametrize("rule, alpha", [("v1", 0.1), ("v2", 0.1), ("v3", 0.5)])
@@ -145,7 +145,7 @@ def test_a_loaded_position_at_another_temperature_defers_as_the_run_did_for_ever
     assert "every rule but lossy" in words and "same at every temperature" not in words
 
 
-# -- Lesson 3: where opt defers more --------------------------------------------------------------------------
+# -- Lesson 4: where opt defers more --------------------------------------------------------------------------
 
 def test_at_a_fixed_confidence_gap_opt_defers_less_where_the_models_disagree_more():
     q = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
@@ -157,7 +157,7 @@ def test_at_a_fixed_confidence_gap_opt_defers_less_where_the_models_disagree_mor
     assert "defers more where the models agree (small TV) and less where they disagree" in OPT_ANSWER
 
 
-# -- Lesson 1's look-for: the greedy text and a near tie --------------------------------------------------------
+# -- Lesson 2's look-for: the greedy text and a near tie --------------------------------------------------------
 
 @pytest.mark.parametrize("rule, alpha, temperature", [("opt", 0.2, 1.0), ("opt", 0.7, 0.6), ("opt", 0.3, 0.0),
                                                      ("diff", 0.1, 1.0), ("diff", 0.0, 0.0)])
@@ -189,7 +189,7 @@ def test_where_greedy_lossless_parts_from_the_target_the_look_for_says_why():
     assert "speculative decoding is the target's greedy text" not in look
 
 
-# -- Lesson 5: what the target's NLL shows ---------------------------------------------------------------------
+# -- Lesson 7: what the target's NLL shows ---------------------------------------------------------------------
 
 def test_the_targets_greedy_text_scores_a_lower_nll_than_its_own_samples(tiny64):
     """So lossless (sampling from the target) is no floor of the NLL, and a lower NLL is not better text."""
@@ -198,7 +198,7 @@ def test_the_targets_greedy_text_scores_a_lower_nll_than_its_own_samples(tiny64)
 
     greedy = nll(run(tiny64, "target", temperature=0.0))
     assert all(greedy < nll(run(tiny64, "lossless", seed=seed)) for seed in range(3))
-    idea = LESSONS[4].idea
+    idea = LESSONS[6].idea
     assert "task metrics" in idea and "cannot rank" in idea and "Better means lower NLL" not in idea
 
 
@@ -265,5 +265,45 @@ def test_the_sandbox_lessons_outcome_is_the_rules_own_accepted_sets():
     """Lesson 4's outcome is computed from the rules (v1 keeps the draft's favourite by its q; v2 and v3 defer it by
     its p), not written down."""
     from app.lesson_looks import SANDBOX_SETS, held_sandbox
-    assert SANDBOX_SETS[held_sandbox(LESSONS[3].rows)] == {"v1"}
+    assert SANDBOX_SETS[held_sandbox(LESSONS[5].rows)] == {"v1"}
     assert SANDBOX_SETS[held_sandbox((("v1", 0.9), ("v2", 0.9), ("v3", 0.99)))] == {"v1", "v2", "v3"}
+
+
+# -- Lesson 5: the derivation's exercises, against the rules ---------------------------------------------------
+
+def test_the_derivations_exercises_are_right_by_the_rules():
+    """Each exercise's right answer is what the engine's own functions compute on the exercise's q and p."""
+    from app.derivation import P, Q, STEPS, check
+    q, p = torch.tensor(Q, dtype=torch.float64), torch.tensor(P, dtype=torch.float64)
+    d = Distributions(q, p)
+    by_title = {step.title.split(" (")[0]: step for step in STEPS}
+    lemma3 = by_title["What a deferral costs in a speculative cascade"]
+    deferring = dissect("diff", list(Q), list(P), 0.0)  # diff's a* is 0.3 here: at alpha 0 it defers
+    assert deferring["defers"][0] and deferring["rejection_prob"] == pytest.approx(0.4) == float(d.tv)
+    assert lemma3.answers[0].text.startswith("0.4") and lemma3.answers[1].text.startswith("0.6")
+    plug_in = by_title["The plug-in: opt"]
+    assert float(RULES["opt"].a_star(d)) == pytest.approx(0.75) and float(RULES["diff"].a_star(d)) == pytest.approx(0.3)
+    assert plug_in.answers[0].text == "alpha < 0.75." and plug_in.answers[1].text == "alpha < 0.3."
+    lemma4 = by_title["The optimal rule"]
+    assert not 0.2 > 0.6 * float(d.tv) and lemma4.answers[0].text.startswith("No")
+    greedy = by_title["Greedy decoding"]
+    _, q0 = untempered_and_tempered(torch.tensor([2.0, 1.0, 0.0]), 0.0)
+    _, p0 = untempered_and_tempered(torch.tensor([0.0, 3.0, 1.0]), 0.0)
+    assert float(Distributions(q0, p0).tv) == 1.0 and greedy.answers[0].text == "1."
+    for i, step in enumerate(STEPS):
+        if step.answers:
+            assert check(i, step.answers[0].text).startswith("**Right.**")
+            for wrong in step.answers[1:]:
+                assert wrong.wrong_because and wrong.wrong_because in check(i, wrong.text)
+    assert check(1, None) == "*Pick an answer first.*"
+
+
+def test_the_derivation_lessons_outcome_is_the_engines_decisions(tiny64):
+    """The lesson's answer that held is the one whose prediction matches opt's own decisions: its line."""
+    from app.lesson_looks import held_derivation
+    traces = [run(tiny64, "opt", 0.3, 0.7)]
+    assert held_derivation(None, traces) == 0
+    # decisions made by "the target is surer" instead (a* = +inf where max p > max q, else -inf): answer 1 held
+    surer = [dict(pos, a_star=dict(pos["a_star"], opt=math.inf if pos["max_p"] > pos["max_q"] else -math.inf))
+             for pos in traces[0].positions]
+    assert held_derivation(None, [SimpleNamespace(positions=surer, settings=traces[0].settings)]) == 1
