@@ -67,8 +67,8 @@ STEPS = (
          "The losses $\\ell_q, \\ell_p$ are expectations under the unknown true distribution $P$. With the 0-1 loss "
          "a model that answers its top token $v$ loses $1 - P(v)$; plugging in each model's own distribution for "
          "$P$, $\\ell_q \\approx 1 - \\max q$ and $\\ell_p \\approx 1 - \\max p$, gives opt:"
-         "$$\\text{defer} \\iff \\max p - \\max q > \\alpha\\,TV(p, q), \\qquad a^* = \\frac{\\max p - \\max q}{TV(p, "
-         "q)}.$$"
+         "$$\\text{defer} \\iff \\max p - \\max q > \\alpha\\,TV(p, q),$$"
+         "that is, it defers iff $\\alpha < a^*$ with $$a^* = \\frac{\\max p - \\max q}{TV(p, q)}.$$"
          "It is an estimate of Lemma 4's rule, not the rule itself: it trusts each model's confidence.",
          "For q = (0.5, 0.5, 0) and p = (0.8, 0.1, 0.1), for which alphas does opt defer?",
          (Answer("alpha < 0.75."),
