@@ -100,23 +100,24 @@ class ExploreHandlers:
             yield view._replace(step_plot=None, alpha_plot=None, decision_plot=None) if i == 0 and not trace.finished else view
 
     def run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-            request: gr.Request = None):
+            reproducible=False, request: gr.Request = None):
         """Run from scratch, streaming block by block (the page's one run: see ``_supervised``)."""
-        views = self._run(prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio)
+        views = self._run(prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
+                          reproducible)
         yield from self._supervised(views, request, rule, alpha, cost_ratio)
 
     def rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-              request: gr.Request = None):
+              reproducible=False, request: gr.Request = None):
         """Re-run pressed: regenerate what the new settings change (see ``_rerun``), as the page's one run."""
         views = self._rerun(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens,
-                            seed, cost_ratio)
+                            seed, cost_ratio, reproducible)
         yield from self._supervised(views, request, rule, alpha, cost_ratio, run)
 
     def regenerate(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                   cost_ratio, request: gr.Request = None):
+                   cost_ratio, reproducible=False, request: gr.Request = None):
         """A rule change or a released slider: ``rerun``, but never in the place of a run the reader started."""
         views = self._rerun(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens,
-                            seed, cost_ratio, pressed=False)
+                            seed, cost_ratio, reproducible, pressed=False)
         yield from self._supervised(views, request, rule, alpha, cost_ratio, run, pressed=False)
 
     def _supervised(self, views, request, rule, alpha, cost_ratio, run=None, pressed=True):
@@ -153,9 +154,10 @@ class ExploreHandlers:
 
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["pair_spec"], a["draft"]))
-    def _run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio):
+    def _run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
+             reproducible=False):
         s = AppSettings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                                 auto_gamma=True, draft=draft)
+                                    auto_gamma=True, draft=draft, reproducible=reproducible)
         loaded = yield from self._load(s.pair_spec)
         s = s.for_pair(loaded)
         yield from self._stream(stream(loaded, s.prompt, batches=ENGINE.batches, settings=s), s, cost_ratio, loaded)
@@ -163,12 +165,12 @@ class ExploreHandlers:
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["pair_spec"], a["draft"]))
     def _rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-               pressed=True):
+               reproducible=False, pressed=True):
         """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma
         alone: same text, new costs). Where nothing changed, only a pressed Re-run says so: a regeneration's word
         would replace the status of a run that has just shown its own settings' result."""
         s = AppSettings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                                 auto_gamma=True, draft=draft)
+                                    auto_gamma=True, draft=draft, reproducible=reproducible)
         if run is None:
             yield status_only("Nothing to re-run yet: press Run.")
             return
@@ -260,13 +262,15 @@ class ExploreHandlers:
     @raises_for_client
     def api_run(self, prompt: str, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, gamma: int | str = "auto",
                 temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, seed: int = 0,
-                draft: str = "", request: gr.Request = None) -> str:
+                draft: str = "", reproducible: bool = False, request: gr.Request = None) -> str:
         """Run the cascade on the app's default pair with the page's defaults (gamma: a number, or "auto"; draft:
-        "model", "head", or empty for the page's default draft). Its last value is the trace as JSON
+        "model", "head", or empty for the page's default draft; reproducible: decode alone, bitwise the solo run,
+        instead of beside other calls' rows, whose near-ties the trace marks). Its last value is the trace as JSON
         (cascade_core's Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}}
         every PROGRESS_INTERVAL seconds (see read_or_stopped for callers who leave)."""
         s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                 max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft)
+                                    max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft,
+                                    reproducible=reproducible)
         yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
     @raises_for_client

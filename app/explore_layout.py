@@ -87,7 +87,7 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     with gr.Accordion("How to read this", open=False, elem_id="how-to-read"):
         gr.Markdown(how_to_read(), sanitize_html=False)
     settings = [c[name] for name in ("prompt", "pair", "draft", "chat", "rule", "alpha", "gamma", "temperature",
-                                     "max_new_tokens", "seed")] + [o["cost_ratio"]]
+                                     "max_new_tokens", "seed")] + [o["cost_ratio"], c["reproducible"]]
     view = list(View(run_state, o["answer"], o["stats"], o["speedup"], o["step_plot"], o["alpha_plot"],
                      o["decision_plot"], c["status"]))
     wire(handlers, c, o, run_state, settings, view)
@@ -132,6 +132,8 @@ def controls(handlers, pair_spec, public):
         c["max_new_tokens"] = gr.Slider(1, APP_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1, precision=0,
                                         label="max new tokens", elem_id="max-new-tokens")
         c["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed")
+    c["reproducible"] = gr.Checkbox(False, elem_id="reproducible",
+                                    label="Reproducible: decode alone, bitwise the solo run (slower on a busy server)")
     return c
 
 

@@ -41,7 +41,7 @@ class AppSettings(RunSettings):
 
     @classmethod
     def from_inputs(cls, prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                    auto_gamma=False, draft=None):
+                    auto_gamma=False, draft=None, reproducible=False):
         """From a tab's controls or an API call's arguments, checked as the engine checks them, so the page and the
         API say the same about a bad value. ``auto_gamma``: gamma may be "auto" (0 on a slider), as a run can
         re-choose it per block; ``draft``: the draft chosen beside the pair ('model', 'head', or a folder or id)."""
@@ -49,7 +49,7 @@ class AppSettings(RunSettings):
         check_prompt(prompt)
         return cls(prompt=prompt, pair_spec=with_draft(pair_spec, draft), chat=bool(chat), rule=rule,
                    alpha=float(alpha), gamma=auto_or_fixed_gamma(gamma) if auto_gamma else fixed_gamma(gamma),
-                   temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+                   temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, reproducible=reproducible)
 
     @classmethod
     def from_query(cls, params, defaults, pair_spec, auto_gamma=True):
@@ -89,7 +89,7 @@ class AppSettings(RunSettings):
         s = trace.settings
         return (trace.prompt == self.prompt and pair_spec == self.pair_spec and s["chat"] == self.chat
                 and s["temperature"] == self.temperature and s["seed"] == self.seed
-                and s["max_new_tokens"] == self.max_new_tokens)
+                and s["max_new_tokens"] == self.max_new_tokens and s.get("reproducible", False) == self.reproducible)
 
 
 def fixed_gamma(value):

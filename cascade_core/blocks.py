@@ -28,6 +28,14 @@ def verified(row, proposal, p_logits, uniforms):
     return d, verify(settings.rule, d, torch.tensor(proposal.tokens, device=q.device), settings.alpha, uniforms)
 
 
+def margins(proposal, verdict, uniforms, m):
+    """How near each of the first m positions' decisions came to going the other way (sampling.NEAR_TIE): the
+    draft's draw, the keep test (its uniform against its probability) and, at a rejection, the correction's draw."""
+    keep = (uniforms[:m, ACCEPT] - verdict.accept_prob[:m].double().cpu()).abs().tolist()
+    correction = [None] * verdict.kept + [verdict.correction_margin] * (verdict.correction is not None)
+    return {"draft sample": proposal.margins[:m], "keep test": keep, "correction sample": correction}
+
+
 def cascade_block(row, proposal, p_logits, uniforms):
     """Steps 2 to 5 of one row's block; returns the block and how many slots to forget."""
     x = proposal.tokens
@@ -35,7 +43,7 @@ def cascade_block(row, proposal, p_logits, uniforms):
     m = verdict.emitted
     tokens = x[: verdict.kept] + ([verdict.correction] if verdict.correction is not None else [])
     block = Block(row.counters["target_calls"] - 1, x[:m], tokens, verdict.sources(), d.first(m),  # 5
-                  verdict.accept_prob[:m])
+                  verdict.accept_prob[:m], margins(proposal, verdict, uniforms, m))
     return block, len(x) - m  # 4: both processed [last, x_0 .. x_{n-2}]; keep [last, x_0 .. x_{m-2}]
 
 
@@ -47,10 +55,11 @@ def sequential_block(row, proposal, p_logits, uniforms):
     x = proposal.tokens
     if p_logits is None:
         q = Distributions(proposal.q, None, proposal.q_untempered)
-        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q), 0
+        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
     d, verdict = verified(row, proposal, p_logits, uniforms[:1])
     token = x if verdict.kept else [verdict.correction]
-    return Block(row.counters["target_calls"] - 1, x, token, verdict.sources(), d, verdict.accept_prob), 0
+    return Block(row.counters["target_calls"] - 1, x, token, verdict.sources(), d, verdict.accept_prob,
+                 margins(proposal, verdict, uniforms, 1)), 0
 
 
 def plain_block(row, proposal, p_logits, uniforms):
@@ -58,11 +67,11 @@ def plain_block(row, proposal, p_logits, uniforms):
     proposal) alone, with the position's draft uniform."""
     if not row.uses_target:
         x, q = proposal.tokens, Distributions(proposal.q, None, proposal.q_untempered)
-        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q), 0
+        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
     untempered, tempered = untempered_and_tempered(p_logits, row.settings.temperature)
-    token = int(sample_inverse_cdf(tempered, uniforms[:, DRAFT])[0])
-    return Block(row.counters["target_calls"] - 1, [token], [token], ["deferred"],
-                 Distributions(None, tempered, None, untempered)), 0
+    token, margin = sample_inverse_cdf(tempered, uniforms[:, DRAFT])
+    return Block(row.counters["target_calls"] - 1, [int(token[0])], [int(token[0])], ["deferred"],
+                 Distributions(None, tempered, None, untempered), margins={"target sample": margin.tolist()}), 0
 
 
 def decide(row, proposal, p_logits, uniforms):

@@ -10,11 +10,13 @@ from .sampling import DRAFT, sample_inverse_cdf, untempered_and_tempered
 @dataclass
 class Proposal:
     """A row's proposals x_0 .. x_{n-1} with q_j of each: ``q`` tempered (what the rule and the verification read),
-    ``q_untempered`` (temperature 1: the records and the rules' confidence)."""
+    ``q_untempered`` (temperature 1: the records and the rules' confidence); ``margins``: each draw's margin
+    (sampling.sample_inverse_cdf: how near its uniform fell to a neighbouring token)."""
 
     tokens: list
     q_untempered: torch.Tensor  # [n, V]
     q: torch.Tensor  # [n, V]
+    margins: list
 
     def target_inputs(self, last):
         """What the target reads to score every proposal in one pass: [last, x_0 .. x_{n-2}]."""
@@ -26,7 +28,7 @@ def propose_chain(step, model, rows, lengths, uniforms):
     together, one forward per position (``step(inputs)``: one draft call, per row its ids or [] to sit out). A row
     whose logits are broken fails (its sentence in its trace) and draws no further. Returns per row a Proposal, or
     None for rows that draw nothing."""
-    x, untempered, tempered = [[] for _ in rows], [[] for _ in rows], [[] for _ in rows]
+    x, untempered, tempered, margins = ([[] for _ in rows] for _ in range(4))
     for j in range(max(lengths, default=0)):
         feeding = [j < n and not row.trace.finished for row, n in zip(rows, lengths)]
         logits = step([[x[r][-1] if x[r] else row.last] if feeding[r] else [] for r, row in enumerate(rows)])
@@ -39,8 +41,10 @@ def propose_chain(step, model, rows, lengths, uniforms):
             except ValueError as error:
                 row.fail(error)
                 continue
-            x[r].append(int(sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])[0]))
+            token, margin = sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])
+            x[r].append(int(token[0]))
+            margins[r].append(float(margin[0]))
             untempered[r].append(q_untempered)
             tempered[r].append(q)
-    return [Proposal(x[r], torch.cat(untempered[r]), torch.cat(tempered[r])) if x[r] else None
+    return [Proposal(x[r], torch.cat(untempered[r]), torch.cat(tempered[r]), margins[r]) if x[r] else None
             for r in range(len(rows))]

@@ -43,7 +43,7 @@ def replay_steps(pair, prompt=None, *, settings=None, block=None, position=None,
     """Decode the run of ``settings`` (or ``stream``'s keywords) to its block ``block`` (or the block that emitted
     output ``position``), yielding the growing Trace after every block; returns the block in full (see the module
     docstring). One sentence for a block or position the run never reaches."""
-    settings = RunSettings.of(settings, **keywords)
+    settings = RunSettings.of(settings, **{**keywords, "reproducible": True})  # alone: its solo run, whoever decodes
     index = check_replayable(settings, block, position)
     block, position = (index, None) if position is None else (None, index)
     row = start_row(pair, settings, prompt, prompt_ids=prompt_ids)

@@ -5,11 +5,14 @@ one caller (``cc.generate`` and every library call make their own RunningBatches
 callers on one thread hands its own RunningBatches to every call (app/worker.py), so concurrent calls share every
 forward. A caller's rows join between two blocks (waiting while the batch holds ``width`` rows), take every block
 the batch takes, and leave when they finish or when their caller closes its generator (Stop, a client gone). Pairs
-whose rows cannot share a batch (the compiled path, sliding-window attention) get a batch per generation.
+whose rows cannot share a batch (the compiled path, sliding-window attention) get a batch per generation, as do
+rows set ``reproducible`` (their call's rows alone, so that a one-row call is bitwise its solo run).
 A caller's decode, when advanced, makes the batch take its next block unless the batch already took one since the
 caller last looked, so the batch takes one block per round of its callers, and a caller who reads slowly finds its
 rows further on. Every number a row uses is its own (the batched engine's invariant, gamma "auto" chosen per row),
-so a row's tokens, sources and counts are its solo run's whoever else is decoding.
+so a row's tokens, sources and counts are its solo run's whoever else is decoding, up to the last float32 bits of
+batched kernels: a decision within sampling.NEAR_TIE of its threshold can go the other way, and the trace marks
+every such decision (``near_tie``).
 
 A block that fails (an out-of-memory, a kernel error: anything raised in a shared step) is the batch's to handle,
 not its caller's who happened to drive it: the block is undone (``Batch.checkpoint``), retried, and where it fails
@@ -53,7 +56,8 @@ class RunningBatches:
         """The block loop over started rows: yields this caller's rows that took each block, after it (at least one
         value, ``[]`` when nothing was left to run). When a row finishes, ``successor(row)`` may return a started
         row that joins the batch before a later block (a lane's next run)."""
-        key = (id(pair), size_class(rows)) if shares_batches(pair) else object()
+        alone = not shares_batches(pair) or any(row.settings.reproducible for row in rows)
+        key = object() if alone else (id(pair), size_class(rows))
         if key not in self.running:
             self.running[key] = RunningBatch(pair, self.width)
         batch = self.running[key]

@@ -13,6 +13,10 @@ import torch
 from .rules import RULES, Distributions, acceptance_probability, get_rule, residual
 
 DRAFT, ACCEPT, RESIDUAL = 0, 1, 2
+# A decision this close to its threshold (a sample to its bin's edge, a keep test's uniform to its probability, alpha
+# to a*, the greedy top two to each other) is a near-tie: a row in another batch, whose float32 numbers differ in
+# their last bits (~1e-6 on the tiny and bundled pairs), can decide it the other way. The trace marks them.
+NEAR_TIE = 1e-5
 
 
 def position_uniforms(seed, positions):
@@ -24,11 +28,17 @@ def position_uniforms(seed, positions):
 
 def sample_inverse_cdf(d, u):
     """Rows of d ([n, V], not necessarily normalised) sampled with uniforms u ([n]): the smallest v
-    whose cumulative mass exceeds u * total. float64 so the result does not hinge on summation order."""
+    whose cumulative mass exceeds u * total. float64 so the result does not hinge on summation order.
+
+    Returns (ids, margins): a margin is how far u * total lies from the nearer edge of the sampled token's bin, as a
+    share of the total. Where it is below the rounding of the numbers behind d (a near-tie: NEAR_TIE), the same
+    uniform over d rounded otherwise (another batch's kernels) can sample a neighbouring token."""
     cdf = d.to(torch.float64).cumsum(-1)
-    target = (u.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
-    idx = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    return idx.clamp_max(d.shape[-1] - 1)
+    total = cdf[:, -1:]
+    target = u.to(cdf.device).unsqueeze(-1) * total
+    idx = torch.searchsorted(cdf, target, right=True).clamp_max(d.shape[-1] - 1)
+    upper, lower = cdf.gather(-1, idx), cdf.gather(-1, (idx - 1).clamp_min(0)) * (idx > 0)
+    return idx.squeeze(-1), (torch.minimum(target - lower, upper - target) / total).squeeze(-1)
 
 
 def untempered_and_tempered(logits, temperature):
@@ -90,13 +100,14 @@ def target_distribution(name, q, p, alpha):
 @dataclass
 class Verdict:
     """How a block's draft tokens fared: the first ``kept`` stand; ``correction`` (None if all were kept) is
-    the residual sample that replaces token ``kept``. Per position: the acceptance probability of the draft's
-    token, and whether the rule deferred there."""
+    the residual sample that replaces token ``kept``, ``correction_margin`` its sample's margin. Per position: the
+    acceptance probability of the draft's token, and whether the rule deferred there."""
 
     kept: int
     correction: int | None
     accept_prob: torch.Tensor
     deferred: torch.Tensor
+    correction_margin: float | None = None
 
     @property
     def emitted(self):
@@ -119,5 +130,5 @@ def verify(name, d, x, alpha, uniforms):
     if len(rejected) == 0:
         return Verdict(len(x), None, accept, deferred)
     j = int(rejected[0])
-    correction = int(sample_inverse_cdf(residual(pi_row(j), d.q[j : j + 1]), uniforms[j : j + 1, RESIDUAL])[0])
-    return Verdict(j, correction, accept, deferred)
+    correction, margin = sample_inverse_cdf(residual(pi_row(j), d.q[j : j + 1]), uniforms[j : j + 1, RESIDUAL])
+    return Verdict(j, int(correction[0]), accept, deferred, float(margin[0]))

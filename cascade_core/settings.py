@@ -65,7 +65,10 @@ class RunSettings:
     and what is allowed, before any model call, whatever type a caller sends. Built from keywords
     (``RunSettings.of``); the app builds it from its API calls, links and controls (app/settings.py). gamma is a
     number or "auto"; eos_token_ids None means the pair's; min_new_tokens: end-of-text is impossible before it;
-    stop: a predicate on the generated ids."""
+    stop: a predicate on the generated ids; reproducible: the call's rows decode in a batch of their own, never
+    beside another call's, so that a one-row call is bitwise its solo run whoever else is decoding (by default rows
+    share forwards, and a decision taken within sampling.NEAR_TIE of its threshold, which the trace marks, can go
+    the other way: docs/spec.md)."""
 
     rule: str = "v3"
     alpha: float = 0.3
@@ -80,6 +83,7 @@ class RunSettings:
     eos_token_ids: frozenset | None = None
     min_new_tokens: int = 0
     stop: Callable | None = None
+    reproducible: bool = False
 
     def __post_init__(self):
         get_rule(self.rule).check_alpha(self.alpha)
@@ -90,7 +94,7 @@ class RunSettings:
         checked["min_new_tokens"] = whole_number(self.min_new_tokens, "min_new_tokens", 0, checked["max_new_tokens"])
         if self.stop is not None and not callable(self.stop):
             raise ValueError(f"stop must be a function of the generated token ids, got {shown(self.stop)}")
-        for name in ("chat", "details", "sequential", "stop_at_eos"):
+        for name in ("chat", "details", "sequential", "stop_at_eos", "reproducible"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {shown(getattr(self, name))}")
         for name, value in checked.items():
@@ -128,6 +132,8 @@ class RunSettings:
                       alpha_range=RULES[self.rule].alpha_range)
         if self.min_new_tokens:
             record["min_new_tokens"] = self.min_new_tokens
+        if self.reproducible:
+            record["reproducible"] = True
         return record
 
 

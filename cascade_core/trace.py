@@ -4,11 +4,13 @@ The engine hands every verified block to ``Trace.add_block``; the per-position r
 the top-10 of q and p, token texts) are built here, and callers that need only tokens ask for ``details=False``.
 """
 import json
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from .rules import RULES, critical_alphas, outcome_unchanged
+from .sampling import NEAR_TIE
 from .strict_json import dumps, number
 
 SOURCES = ("accepted", "deferred", "replaced")
@@ -54,6 +56,7 @@ class Block:
     sources: list
     d: object
     accept_prob: torch.Tensor | None = None
+    margins: dict = field(default_factory=dict)  # decision -> per position, how near it came to going the other way
 
 
 def _top(d, other, detokenizer):
@@ -75,7 +78,25 @@ def _gather(t, ids):
     return None if t is None else t.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
-def block_records(block, rule, detokenizer, details=True):
+def near_ties(block, rule, alpha, a_star):
+    """Per emitted position, the decisions taken within NEAR_TIE of going the other way: a draw near its bin's edge,
+    a keep test's uniform near its probability, alpha near the rule's a*, or (greedy) a model's top two tokens."""
+    m, d = len(block.tokens), block.d
+    ties = [[name for name, values in block.margins.items() if values[i] is not None and values[i] < NEAR_TIE]
+            for i in range(m)]
+    for i, stars in enumerate(a_star):
+        if math.isfinite(stars.get(rule, math.inf)) and abs(alpha - stars[rule]) < NEAR_TIE:
+            ties[i].append("deferral")
+    if d.greedy:
+        for name, t in (("draft's top two", d.q_untempered), ("target's top two", d.p_untempered)):
+            if t is not None and t.shape[-1] > 1:
+                top = t.topk(2, dim=-1).values
+                for i in ((top[:, 0] - top[:, 1]) < NEAR_TIE).nonzero().flatten().tolist():
+                    ties[i].append(name)
+    return ties
+
+
+def block_records(block, rule, alpha, detokenizer, details=True):
     """One dict per emitted position (see Trace). Untempered statistics: max q, max p, q(x), p(x), p_token;
     TV from the sampling distributions, as the rules use it."""
     d, m = block.d, len(block.tokens)
@@ -88,7 +109,8 @@ def block_records(block, rule, detokenizer, details=True):
         a_star = [{name: values[i] for name, values in stars.items()} for i in range(m)]
     else:  # the run's own rule only (a baseline's always or never defers; a sequential chow step has no p)
         a_star = [{rule: a} for a in RULES[rule].a_star_at(d, x).tolist()]
-    columns = dict(a_star=a_star, accept_prob=_column(block.accept_prob, m),
+    columns = dict(a_star=a_star, near_tie=near_ties(block, rule, alpha, a_star),
+                   accept_prob=_column(block.accept_prob, m),
                    max_p=_column(None if d.p is None else d.max_p, m),
                    p_token=_column(_gather(d.p_untempered, tokens), m))
     if details:
@@ -109,7 +131,9 @@ def block_records(block, rule, detokenizer, details=True):
 class Trace:
     """One generation. ``positions[i]`` describes output token i: token, text, source, proposal (the draft's
     token), block, accept_prob, a_star ({rule: a*} for the proposal), max_p and p_token (the target's
-    temperature-1 probability of its best and of the emitted token) and, with details: proposal_text, max_q,
+    temperature-1 probability of its best and of the emitted token), near_tie (the decisions at it taken within
+    sampling.NEAR_TIE of going the other way: where a row in another batch can part from its solo run) and, with
+    details: proposal_text, max_q,
     tv, q_x, p_x, top_q / top_p ([[id, text, prob, other model's prob], ...] top-10, temperature 1). Without
     details a_star holds the run's own rule only and the detail fields are None, as are fields a baseline cannot
     know (q for target-only)."""
@@ -143,7 +167,7 @@ class Trace:
         ``stop(tokens)`` holds) and their text pieces."""
         start = len(self.positions)
         details = self.settings.get("details", True)
-        for record in block_records(block, self.settings["rule"], self.detokenizer, details):
+        for record in block_records(block, self.settings["rule"], self.settings["alpha"], self.detokenizer, details):
             self.positions.append(record)
             if record["token"] in eos:
                 self.finished, self.stop_reason = True, "eos"

@@ -28,8 +28,8 @@ def chi_square_p_value(counts, probs, n):
 def emit_one(rule, q, p, alpha, uniforms):
     """What the engine does at one position: draft sample from q, then the rule's verification."""
     if rule in ("target", "draft"):
-        return int(sample_inverse_cdf((p if rule == "target" else q)[None], uniforms[:1, DRAFT])[0])
-    x = sample_inverse_cdf(q[None], uniforms[:1, DRAFT])
+        return int(sample_inverse_cdf((p if rule == "target" else q)[None], uniforms[:1, DRAFT])[0][0])
+    x, _ = sample_inverse_cdf(q[None], uniforms[:1, DRAFT])
     verdict = verify(rule, Distributions(q[None], p[None]), x, alpha, uniforms[:1])
     return int(x[0]) if verdict.kept else verdict.correction
 

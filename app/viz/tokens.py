@@ -2,6 +2,8 @@
 position for click-to-inspect. Token text is always escaped; whitespace is kept and made visible."""
 import html
 
+from cascade_core.sampling import NEAR_TIE
+
 from .format import number, token_repr
 
 # Okabe-Ito: safe for the common colour-vision deficiencies; each source also has its own underline style.
@@ -69,6 +71,9 @@ def tooltip(index, pos, source, rule):
         f"max q = {number(pos['max_q'])}   max p = {number(pos['max_p'])}   TV = {number(pos['tv'])}",
         f"acceptance prob = {number(pos['accept_prob'])}   a*({rule}) = {number(a_star)}",
     ]
+    if pos.get("near_tie"):
+        lines.append(f"near-tie ({', '.join(pos['near_tie'])}): decided within {NEAR_TIE:g} of going the other way; "
+                     "beside other calls' rows it can (Reproducible decodes alone)")
     return "\n".join(lines)
 
 
@@ -76,6 +81,7 @@ def token_span(index, pos, source, rule, extra_class="", width=None):
     """One token with its hover card; ``width`` (in characters) lines tokens up in columns (Compare's rows)."""
     style = "" if width is None else f' style="min-width:{width}ch"'
     source = shown_source(rule, source)
+    extra_class += " near-tie" if pos.get("near_tie") else ""
     return (f'<span class="tok {source}{extra_class}"{style} data-pos="{index}" '
             f'data-tip="{html.escape(tooltip(index, pos, source, rule))}">{token_text_html(pos["text"])}</span>')
 
