@@ -7,39 +7,17 @@ for loads timed apart to compare (docs/app-benchmarks.md).
 """
 import argparse
 import statistics
-import subprocess
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from bench.server import app_process  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@contextmanager
-def app_in(checkout, pair):
-    """The URL of ``python app.py --pair <pair>`` run from ``checkout``, once it answers."""
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "app.py", "--pair", pair, "--port", str(port)], cwd=checkout,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        yield url
-    finally:
-        server.kill()
-        server.wait()
 
 
 def page_load(browser, url):
@@ -63,7 +41,7 @@ def main():
 
     checkouts = {"before": Path(args.before), "this checkout": ROOT}
     with ExitStack() as stack, sync_playwright() as playwright:
-        urls = {name: stack.enter_context(app_in(folder, args.pair)) for name, folder in checkouts.items()}
+        urls = {name: stack.enter_context(app_process(args.pair, root=folder))[0] for name, folder in checkouts.items()}
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for url in urls.values():
             page_load(browser, url)  # warm-up

@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def app_process(pair, *args):
-    """(URL, pid) of ``python app.py --pair <pair>`` on a free loopback port, once it answers; stopped afterwards."""
+def app_process(pair, *args, root=ROOT):
+    """(URL, pid) of ``python app.py --pair <pair>`` on a free loopback port, once it answers; stopped afterwards.
+    ``root``: the checkout whose app runs (another commit's worktree, for an A/B)."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--pair", pair, "--port", str(port), *args],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    server = subprocess.Popen([sys.executable, str(Path(root) / "app.py"), "--pair", pair, "--port", str(port), *args],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
     url = f"http://127.0.0.1:{port}/"
     try:
         for _ in range(600):

@@ -15,29 +15,20 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the tests' own modules import each other by name
 
 from cascade_core import generate, load_pair, stream  # noqa: E402
 from cascade_core.running import RunningBatches  # noqa: E402
-from tests.test_reproducible import E5, OTHERS  # noqa: E402
+from test_reproducible import E5, OTHERS  # noqa: E402
+from test_running import interleaved  # noqa: E402
 
 
 def shared_round(pair, calls):
     """Every call's trace, the calls stepped in turn in one RunningBatches, the last starting 20 rounds late."""
     batches = RunningBatches()
-    going = {i: stream(pair, prompt, batches=batches, **kw) for i, (prompt, kw) in enumerate(calls[:-1])}
-    traces, rounds = {}, 0
-    while going or len(traces) < len(calls):
-        rounds += 1
-        if rounds == 20:
-            going[len(calls) - 1] = stream(pair, calls[-1][0], batches=batches, **calls[-1][1])
-        for i, caller in list(going.items()):
-            try:
-                next(caller)
-            except StopIteration as done:
-                traces[i] = done.value
-                del going[i]
-    return [traces[i] for i in range(len(calls))]
+    generations = [stream(pair, prompt, batches=batches, **kw) for prompt, kw in calls]
+    return interleaved(generations, start_at=[0] * (len(calls) - 1) + [20])
 
 
 def round_calls(r, **settings):

@@ -9,6 +9,7 @@ import pytest
 from cascade_core import generate, stream
 from cascade_core.running import OTHER_ROWS, RunningBatches
 from cascade_core.sampling import NEAR_TIE
+from test_running import interleaved
 
 E5 = dict(rule="lossy", alpha=0.9999999999, gamma=3, temperature=2.0, max_new_tokens=500, seed=5)
 OTHERS = [dict(rule=rule, alpha=alpha, gamma=gamma, temperature=t, max_new_tokens=n, seed=i)
@@ -19,27 +20,12 @@ OTHERS = [dict(rule=rule, alpha=alpha, gamma=gamma, temperature=t, max_new_token
 
 
 def beside_eight_calls(pair, **settings):
-    """e5's trace when it starts 20 blocks after eight long calls, all stepping in one RunningBatches (as the
+    """e5's trace when it starts 20 rounds after eight long calls, all stepping in one RunningBatches (as the
     server's engine thread steps its callers in turn)."""
     batches = RunningBatches()
-    callers = [stream(pair, f"Tell me about {i}", batches=batches, **kw) for i, kw in enumerate(OTHERS)]
-    e5, rounds = None, 0
-    while True:
-        for caller in list(callers):
-            try:
-                next(caller)
-            except StopIteration:
-                callers.remove(caller)
-        rounds += 1
-        if rounds == 20:
-            e5 = stream(pair, "e5", batches=batches, **{**E5, **settings})
-        if e5 is not None:
-            try:
-                next(e5)
-            except StopIteration as done:
-                for caller in callers:
-                    caller.close()
-                return done.value
+    generations = [stream(pair, f"Tell me about {i}", batches=batches, **kw) for i, kw in enumerate(OTHERS)]
+    generations.append(stream(pair, "e5", batches=batches, **{**E5, **settings}))
+    return interleaved(generations, start_at=[0] * len(OTHERS) + [20])[-1]
 
 
 @pytest.fixture(scope="module")
