@@ -1,6 +1,6 @@
 """"Step through its block": a replayed block (cascade_core/replay.py) shown one stage a press (app/viz/block.py),
-the same in Explore's inspector and in the speculative-decoding lesson. Opening replays the run (a model call, on the engine thread);
-Back and Next only redraw the replay held in the page's state."""
+the same in Explore's inspector and in the speculative-decoding lesson. Opening replays the run (a model call, on
+the engine thread); Back and Next only redraw the replay held in the page's state."""
 import time
 
 import gradio as gr

@@ -1,8 +1,8 @@
 """The derivation lesson: from the deferral risk to opt, in the paper's steps (Narasimhan et al., ICLR 2025: Eq. 3,
 Lemma 3, Eq. 7 and 8, Lemma 4's rule, Eq. 9, its plug-in, Eq. 10, and Lemma 8), each a short text with its
 formula and an exercise the learner commits to before its answer is revealed; the lesson's run then shows the
-steps' numbers at positions of that run (app/lesson_looks.py). The formulas are written in this app's notation (q draft, p target, r the
-deferral, alpha the price of a rejection); the paper states them for a general loss."""
+steps' numbers at positions of that run (app/lesson_looks.py). The formulas are written in this app's notation
+(q draft, p target, r the deferral, alpha the price of a rejection); the paper states them for a general loss."""
 from dataclasses import dataclass
 
 from .lessons import Answer
