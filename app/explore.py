@@ -7,7 +7,6 @@ import gradio as gr
 
 from cascade_core import Trace, replay_steps, stream
 from cascade_core.batch import measure_auto_prices
-from cascade_core.explain import explain
 from cascade_core.prices import measured_prices, missing_prices
 from cascade_core.settings import AUTO_GAMMAS
 
@@ -21,7 +20,7 @@ from .settings import AppSettings
 from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz import figures
 from .viz.format import markdown_text
-from .viz.tokens import inspector_html
+from .viz.tokens import explain, inspector_html
 from .worker import ENGINE
 
 DEFAULT_RULE, DEFAULT_ALPHA, DEFAULT_TEMPERATURE = "v3", 0.5, 0.7

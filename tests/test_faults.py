@@ -11,6 +11,7 @@ from cascade_core import generate, stream
 from cascade_core.cached import CachedModel
 from cascade_core.models import tiny_pair
 from cascade_core.running import RunningBatches
+from test_running import interleaved
 
 MARK = [95, 96, 95, 96]  # the marked row's prompt holds these ids; no other prompt does
 ROWS = [dict(prompt="The cat", rule="v3", alpha=0.5, gamma=3, seed=0, max_new_tokens=24),
@@ -66,22 +67,6 @@ def faults(monkeypatch):
         plan.clear()
 
     return arm, disarm
-
-
-def interleaved(generations):
-    """Advance every generation one step a round (concurrent callers of one RunningBatches) to its end."""
-    last, running = {}, dict(enumerate(generations))
-    while running:
-        for i, steps in list(running.items()):
-            try:
-                next(steps)
-            except StopIteration as end:
-                last[i] = end.value
-                del running[i]
-            except ValueError as error:  # a solo stream raises its row's error
-                last[i] = error
-                del running[i]
-    return [last[i] for i in range(len(generations))]
 
 
 def solo(pair, row):

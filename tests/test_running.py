@@ -29,9 +29,11 @@ def same_as_solo(pair, trace, prompt, rule, alpha, seed, tokens, gamma):
     assert trace.counters.get("gammas") == solo.counters.get("gammas")
 
 
-def interleaved(generations, start_at, close_at=None):
+def interleaved(generations, start_at=None, close_at=None):
     """Advance the generations round by round; generation i starts in round start_at[i] (joining the running batch
-    late) and, where close_at gives a round, is closed then (its caller gone). Returns each one's last value."""
+    late; all in round 0 by default) and, where close_at gives a round, is closed then (its caller gone). Returns
+    each one's last value (a solo stream's error where it raised one)."""
+    start_at = start_at or [0] * len(generations)
     close_at, last, running, round_ = close_at or {}, {}, {}, 0
     while len(last) < len(generations):
         for i, steps in enumerate(generations):
@@ -45,6 +47,8 @@ def interleaved(generations, start_at, close_at=None):
                 running[i] = next(steps)
             except StopIteration as end:
                 last[i] = end.value
+            except ValueError as error:  # a solo stream raises its row's error
+                last[i] = error
         round_ += 1
     return [last[i] for i in range(len(generations))]
 

@@ -1,7 +1,9 @@
 """The answer as HTML: one span per emitted token, coloured by provenance, with a hover card and its
 position for click-to-inspect. Token text is always escaped; whitespace is kept and made visible."""
 import html
+import math
 
+from cascade_core.explain import deferred, threshold
 from cascade_core.sampling import NEAR_TIE
 
 from .format import number, token_repr
@@ -114,3 +116,32 @@ def inspector_html(index=None, pos=None, explanation="", note=""):
                f"{html.escape(pos['source'])}, block {pos['block']}.")
     note = f" <em>({html.escape(note)})</em>" if note else ""
     return f'<div class="inspector-text">{heading} {html.escape(explanation)}{note}</div>'
+
+
+def explain(rule, pos, alpha):
+    """One sentence, with the numbers, saying why the rule did what it did at this position."""
+    if rule not in (pos.get("a_star") or {}):
+        return (f"{rule} cannot be evaluated at this token: it comes from a baseline run that computed only one "
+                "model's distribution. Run a cascade rule to compare q and p.")
+    token, proposal = repr(pos["text"]), repr(pos["proposal_text"])
+    if rule == "target":
+        return f"Target only: {token} was sampled from p (p = {pos['p_x']:.3f})." if pos.get("p_x") is not None \
+            else f"Target only: {token} was sampled from p."
+    if rule == "draft":
+        return f"Draft only: {token} was sampled from q."
+    kept = pos["source"] != "replaced"
+    outcome = (f"the target's acceptance test kept it (probability {pos['accept_prob']:.3f})" if kept else
+               f"the target rejected it (keep probability {pos['accept_prob']:.3f}) and sampled {token} instead")
+    if rule == "lossless":
+        return f"Lossless: the draft proposed {proposal} with q = {pos['q_x']:.3f}, p = {pos['p_x']:.3f}; {outcome}."
+    label, stat, thresh, formula = threshold(rule, pos, alpha)
+    a_star = pos["a_star"][rule]
+    a_text = "inf" if math.isinf(a_star) else f"{a_star:.3f}"
+    if rule == "bild":
+        compare = f"{label} = {stat:.3f} {'>' if deferred(rule, pos, alpha) else '<='} alpha = {alpha:.3f}"
+    else:
+        compare = f"{label} = {stat:.3f} {'<' if deferred(rule, pos, alpha) else '>='} {formula} = {thresh:.3f}"
+    if not deferred(rule, pos, alpha):
+        return (f"{rule} did not defer: {compare}, so the draft's {proposal} stands "
+                f"(it would defer for alpha < a* = {a_text}).")
+    return f"{rule} deferred: {compare} (alpha < a* = {a_text}), so the draft's {proposal} went to the target; {outcome}."
