@@ -267,9 +267,7 @@ class ExploreHandlers:
         instead of beside other calls' rows, whose near-ties the trace marks). Its last value is the trace as JSON
         (cascade_core's Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}}
         every PROGRESS_INTERVAL seconds (see read_or_stopped for callers who leave)."""
-        s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                    max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft,
-                                    reproducible=reproducible)
+        s = self._api_settings(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft, reproducible)
         yield from read_or_stopped(self._trace_messages(s), self.unread, request)
 
     @raises_for_client
@@ -279,9 +277,14 @@ class ExploreHandlers:
         """One block of /run's run (the same arguments) replayed with the engine's own numbers, ``block`` its index
         in the run from 0 (cascade_core/replay.py says what it returns). Streams progress as /run does
         ({"generating": ...}); its last value is the block as JSON."""
-        s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
-                                    max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft)
+        s = self._api_settings(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft)
         yield from read_or_stopped(self._block_messages(s, block), self.unread, request)
+
+    def _api_settings(self, prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft, reproducible=False):
+        """An API call's settings on the app's default pair (gamma may be "auto"; an empty draft: the page's)."""
+        return AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
+                                       max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft,
+                                       reproducible=reproducible)
 
     @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _block_messages(self, s, block):

@@ -8,10 +8,10 @@ import gradio as gr
 from cascade_core import mapped, stream
 
 from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
-from .derivation import LATEX, STEPS, check, shown_answers, step_markdown
 from .compare import compare_steps, label, progress_line, tokens_asked
-from .lessons import LESSONS, introduction
+from .derivation import LATEX, STEPS, check, shown_answers, step_markdown
 from .gpu import gpu
+from .lessons import LESSONS, introduction
 from .links import PRESS_JS, Linked, restore_outputs, restored
 from .options import GENERATING, INSTANT, QUEUED_INSTANT
 from .pairs import pair_default_draft

@@ -20,7 +20,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the tests' own modules import
 
 from cascade_core import generate, load_pair, stream  # noqa: E402
 from cascade_core.running import RunningBatches  # noqa: E402
-from test_reproducible import E5, OTHERS  # noqa: E402
+from test_reproducible import E5, OTHERS, first_difference  # noqa: E402
 from test_running import interleaved  # noqa: E402
 
 
@@ -63,7 +63,7 @@ def main():
             solo = generate(pair, prompt, **kw)
             rows, tokens = rows + 1, tokens + len(solo.tokens)
             marked += sum(bool(pos["near_tie"]) for pos in solo.positions)
-            k = next((i for i, (a, b) in enumerate(zip(solo.tokens, shared.tokens)) if a != b), None)
+            k = first_difference(solo, shared)
             if k is not None:
                 parted += 1
                 marked_partings += bool(solo.positions[k]["near_tie"] or shared.positions[k]["near_tie"])

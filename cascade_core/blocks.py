@@ -2,7 +2,7 @@
 numbers (its distributions and its position-keyed uniforms), so a row decides the same in any batch."""
 import torch
 
-from .rules import RULES, Distributions, residual
+from .rules import RULES, Distributions, column, residual
 from .sampling import ACCEPT, DRAFT, RESIDUAL, sample_inverse_cdf, untempered_and_tempered, verify
 from .trace import TOP_K, Block
 
@@ -89,8 +89,9 @@ def block_in_full(row, proposal, p_logits, uniforms):
     the uniform its sample read. The same function of the same inputs as ``cascade_block``, so the same verdict."""
     settings, x = row.settings, proposal.tokens
     d, verdict = verified(row, proposal, p_logits, uniforms)
-    pi_x, pi_row, deferred = RULES[settings.rule].at_proposals(d, settings.alpha, torch.tensor(x, device=d.q.device))
-    at = lambda t: t.gather(-1, torch.tensor(x, device=t.device).unsqueeze(-1)).squeeze(-1).tolist()  # noqa: E731
+    xs = torch.tensor(x, device=d.q.device)
+    pi_x, pi_row, deferred = RULES[settings.rule].at_proposals(d, settings.alpha, xs)
+    at = lambda t: column(t, xs).squeeze(-1).tolist()  # noqa: E731
     columns = dict(q=at(d.q), p=at(d.p), pi=pi_x.tolist(), keep_probability=verdict.accept_prob.tolist(),
                    uniform=uniforms[:, ACCEPT].tolist(), draft_uniform=uniforms[:, DRAFT].tolist(),
                    deferred=deferred.tolist())
