@@ -3,6 +3,7 @@ run for real, on one clock."""
 import gradio as gr
 
 from cascade_core import mapped
+from cascade_core.rules import RULES
 from cascade_core.running import OTHER_ROWS
 from cascade_core.strategies import STRATEGIES, strategy_steps
 from cascade_core.values import is_number, shown
@@ -21,7 +22,8 @@ from .worker import ENGINE
 # The runs the four strategies make at most: the draft's answer and the target's, speculative decoding, the
 # speculative cascade and the sequential cascade.
 RUNS = 5
-CASCADE_RULES = ("chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild")  # the rules a cascade can defer by
+# the rules a cascade can defer by: every position and token rule, and lossy's lenience
+CASCADE_RULES = tuple(name for name, rule in RULES.items() if rule.kind in ("position", "token") or rule.lenience)
 
 
 def progress_text(strategy, trace):

@@ -13,8 +13,8 @@ from .values import is_finite_number, shown
 
 def threshold(rule, pos, alpha):
     """(statistic label, statistic value, threshold value, threshold formula) or None where the rule has no
-    threshold or the position lacks its numbers. The rule defers iff statistic < threshold, except BiLD*,
-    which defers iff statistic > threshold."""
+    threshold or the position lacks its numbers. The rule defers iff statistic < threshold, except the
+    divergence rules (``defers_above``: BiLD*, fuzzy, the KL judge), which defer iff statistic > threshold."""
     record = RULES.get(rule)
     if record is None or record.statistic is None or rule not in (pos.get("a_star") or {}):
         return None

@@ -64,8 +64,16 @@ class Distributions:
     def tv(self):
         return total_variation(self.q, self.p)
 
+    @cached_property
+    def log_q(self):  # the divergences' logs, 1e-30 where a probability is 0 (its term is then 0 * finite)
+        return self.q_untempered.clamp_min(1e-30).log()
 
-STATISTICS = ("max_q", "max_p", "tv")
+    @cached_property
+    def log_p(self):
+        return self.p_untempered.clamp_min(1e-30).log()
+
+
+STATISTICS = ("max_q", "max_p", "tv", "log_q", "log_p")
 
 
 # -- The formulas every rule shares (the spec's "Notation" and "One block") --------------------------------
@@ -127,10 +135,27 @@ def opt_a_star(d):
 def bild_a_star(d):
     """BiLD* (Kim et al., 2023), the paper's baseline: defer iff D(q, p) = -sum_v q(v) log p(v) > alpha
     (greedy: -log p(argmax q))."""
-    log_p = d.p_untempered.clamp_min(1e-30).log()
     if d.greedy:
-        return -log_p.gather(-1, d.q_untempered.argmax(-1, keepdim=True)).squeeze(-1)
-    return -(d.q_untempered * log_p).sum(-1)
+        return -d.log_p.gather(-1, d.q_untempered.argmax(-1, keepdim=True)).squeeze(-1)
+    return -(d.q_untempered * d.log_p).sum(-1)
+
+
+def fuzzy_a_star(d):
+    """Fuzzy speculative decoding (Holsman et al., ACL Findings 2025, arXiv 2502.20704), with its Jensen-Shannon
+    divergence: the draft's token stands where JS(q, p) <= alpha, else the target verifies it (pi = p). JS is
+    symmetric and at most ln 2, so alpha >= ln 2 never defers."""
+    log_m = ((d.q_untempered + d.p_untempered) / 2).clamp_min(1e-30).log()
+    return ((d.q_untempered * (d.log_q - log_m)).sum(-1) + (d.p_untempered * (d.log_p - log_m)).sum(-1)) / 2
+
+
+JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plain speculative sampling
+
+
+def judge_a_star(d):
+    """The training-free KL judge ("Revisiting Judge Decoding", Sun et al., arXiv 2601.04766): defer where
+    KL(q || p) > alpha, and always where the target is confident (max p > 0.9), so a* is inf there."""
+    kl = (d.q_untempered * (d.log_q - d.log_p)).sum(-1)
+    return torch.where(d.max_p > JUDGE_CONFIDENCE, math.inf, kl)
 
 
 def v1_a_star(d, x=None):
@@ -197,7 +222,7 @@ def pi_draft(d, defer):
 @dataclass(frozen=True)
 class Rule:
     """What a rule is. ``statistic`` and ``threshold`` are the paper's form of the same test, read off a trace
-    position: the rule defers iff statistic < threshold (BiLD*: statistic > threshold)."""
+    position: the rule defers iff statistic < threshold (``defers_above``: statistic > threshold)."""
 
     name: str
     kind: str  # "position", "token", "speculative" or "baseline"
@@ -216,6 +241,7 @@ class Rule:
     lenience: bool = False  # alpha is the acceptance's lenience (lossy)
     alpha_used: bool = True
     decides_on_q: bool = False  # its decision reads the draft alone (a sequential cascade calls p only to defer)
+    defers_above: bool = False  # it defers where its statistic is above the threshold (a divergence), not below
 
     @property
     def summary(self):
@@ -301,7 +327,16 @@ RULES = {rule.name: rule for rule in (
     Rule("bild", "position", "BiLD*: defer when the target finds the draft surprising", "-sum_v q(v) log p(v) > alpha",
          "that cross-entropy", (0.0, 10.0), "how surprised the target may be", "BiLD* (Kim et al., 2023), the "
          "paper's baseline", bild_a_star, pi_per_position, ("D(q, p)", lambda pos: pos["a_star"]["bild"]),
-         ("alpha", lambda pos, a: a)),
+         ("alpha", lambda pos, a: a), defers_above=True),
+    Rule("fuzzy", "position", "fuzzy speculative decoding: defer when the models' distributions diverge",
+         "JS(q, p) > alpha", "JS(q, p)", (0.0, 0.7), "how far apart q and p may be (JS is at most ln 2 = 0.693)",
+         "Fuzzy speculative decoding (Holsman et al., 2025), JS divergence", fuzzy_a_star, pi_per_position,
+         ("JS(q, p)", lambda pos: pos["a_star"]["fuzzy"]), ("alpha", lambda pos, a: a), defers_above=True),
+    Rule("judge", "position", "KL judge: defer when the draft diverges from the target, always when the target is "
+         "confident", "KL(q || p) > alpha or max p > 0.9", "KL(q || p); inf where max p > 0.9", (0.0, 10.0),
+         "how far the draft may diverge where the target is unsure", "the training-free KL judge (Sun et al., 2026)",
+         judge_a_star, pi_per_position, ("KL(q || p)", lambda pos: pos["a_star"]["judge"]),
+         ("alpha", lambda pos, a: a), defers_above=True),
     Rule("target", "baseline", "target only (baseline)", "plain sampling from p", "-", ANY, "-", "baseline", always,
          pi_target, alpha_used=False),
     Rule("draft", "baseline", "draft only (baseline)", "plain sampling from q", "-", ANY, "-", "baseline", never,

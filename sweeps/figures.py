@@ -9,8 +9,8 @@ from cascade_core.costs import expected_speedup
 
 # Okabe-Ito and friends: one colour per rule, the same in every figure.
 RULE_COLOURS = {"lossless": "#000000", "lossy": "#999999", "chow": "#E69F00", "diff": "#56B4E9", "opt": "#009E73",
-                "v1": "#F0E442", "v2": "#CC79A7", "v3": "#0072B2", "bild": "#D55E00", "target": "#444444",
-                "draft": "#BBBBBB"}
+                "v1": "#F0E442", "v2": "#CC79A7", "v3": "#0072B2", "bild": "#D55E00", "fuzzy": "#882255",
+                "judge": "#117733", "target": "#444444", "draft": "#BBBBBB"}
 X_AXES = {"calls": "target calls per token (lower is cheaper)",
           "speedup": "the cost model's speed-up at c over the target alone"}  # Leviathan et al.'s (2023) formula
 QUALITY = {"target_nll": "target NLL (lower: likelier under the target, not better text)",

@@ -26,6 +26,18 @@ def inverse_cdf(d, u):
     return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(d) - 1))
 
 
+def kl_divergence(a, b):
+    """KL(a || b) = sum_v a(v) log(a(v) / b(v)), terms with a(v) = 0 left out; b clamped at 1e-30 as BiLD*'s p."""
+    at = a > 0
+    return float((a[at] * (np.log(a[at]) - np.log(np.maximum(b[at], 1e-30)))).sum())
+
+
+def js_divergence(a, b):
+    """JS(a, b) = (KL(a || m) + KL(b || m)) / 2 with m = (a + b) / 2."""
+    m = (a + b) / 2
+    return (kl_divergence(a, m) + kl_divergence(b, m)) / 2
+
+
 def literal_pi(rule, qs, ps, q, p, alpha, greedy):
     """The spec's table, read literally. qs/ps: untempered statistics; q/p: sampling distributions."""
     max_q, max_p, tv = qs.max(), ps.max(), np.maximum(0, p - q).sum()
@@ -35,6 +47,8 @@ def literal_pi(rule, qs, ps, q, p, alpha, greedy):
         "opt": lambda: max_q < max_p - alpha * tv,
         "bild": lambda: (-np.log(max(ps[qs.argmax()], 1e-30)) if greedy
                          else -(qs * np.log(np.maximum(ps, 1e-30))).sum()) > alpha,
+        "fuzzy": lambda: js_divergence(qs, ps) > alpha,
+        "judge": lambda: ps.max() > 0.9 or kl_divergence(qs, ps) > alpha,
     }
     if rule == "lossless":
         return p

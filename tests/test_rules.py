@@ -25,6 +25,10 @@ def close(a, b):
     ("opt", 0.2, True),     # 0.5 < 0.6 - 0.2 * 0.4 = 0.52
     ("opt", 0.25, False),   # 0.5 < 0.6 - 0.25 * 0.4 = 0.5 is false
     ("bild", 1.5, True),    # -sum q log p = 1.6094... with p(3) = 0 clamped: huge
+    ("fuzzy", 0.10, True),  # JS(q, p) = (KL(q || m) + KL(p || m)) / 2 = (0.0855 + 0.1182) / 2 = 0.1019
+    ("fuzzy", 0.11, False),
+    ("judge", 6.8, True),   # KL(q || p) = 0.458 - 0.208 - 0.069 + 0.1 ln(0.1 / 1e-30) = 6.858 (p(3) = 0 clamped)
+    ("judge", 6.9, False),  # and max p = 0.6: no confidence mask
 ])
 def test_position_rules(rule, alpha, defers):
     pi = target_distribution(rule, q, p, alpha)
@@ -82,10 +86,28 @@ def literal_defers(rule, q, p, x, alpha):
         "chow": max_q < 1 - alpha, "diff": max_q < max_p - alpha, "opt": max_q < max_p - alpha * tv,
         "v1": q[x] < max_p - alpha, "v2": p[x] < max_p - alpha, "v3": p[x] < (1 - alpha) * max_p,
         "bild": -(q * p.clamp_min(1e-30).log()).sum() > alpha,
+        "fuzzy": js(q, p) > alpha, "judge": max_p > 0.9 or kl(q, p) > alpha,
     }[rule]
 
 
-@pytest.mark.parametrize("rule", ["chow", "diff", "opt", "v1", "v2", "v3", "bild"])
+def kl(a, b):
+    """KL(a || b) of distributions without zeros (the random ones below)."""
+    return (a * (a.log() - b.log())).sum()
+
+
+def js(a, b):
+    m = (a + b) / 2
+    return (kl(a, m) + kl(b, m)) / 2
+
+
+def test_the_kl_judge_defers_wherever_the_target_is_confident():
+    """Its confidence mask: above max p = 0.9 it defers at every alpha, even where q = p (KL 0)."""
+    confident = torch.tensor([0.95, 0.03, 0.02, 0.0], dtype=torch.float64)
+    assert critical_alpha("judge", confident, confident, 0) == math.inf
+    assert close(target_distribution("judge", q, confident, 10.0), confident)
+
+
+@pytest.mark.parametrize("rule", ["chow", "diff", "opt", "v1", "v2", "v3", "bild", "fuzzy", "judge"])
 def test_critical_alpha_matches_rule(rule):
     gen = torch.Generator().manual_seed(1)
     lo, hi = RULES[rule].alpha_range

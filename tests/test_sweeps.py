@@ -98,7 +98,7 @@ def test_prefix_sharing_changes_only_the_work(tiny, prompts, fresh_rows):
 
 def test_auto_alphas_spread_the_pilots_deferral_from_none_to_all(tiny, prompts):
     positions = pilot_positions(tiny, prompts, **SETTINGS)
-    for rule in ("chow", "diff", "opt", "v1", "v2", "v3", "lossy", "bild"):
+    for rule in [name for name, record in RULES.items() if record.alpha_used]:
         a_stars = [pos["a_star"][rule] for pos in positions]
         alphas = auto_alphas(rule, a_stars, 5)
         rates = [sum(alpha < a for a in a_stars) / len(a_stars) for alpha in alphas]

@@ -176,7 +176,8 @@ def test_sandbox_loads_a_position_of_the_explore_run():
 
 
 @pytest.mark.parametrize("rule, alpha", [("v3", 0.5), ("v3", 0.9), ("v1", 0.2), ("v2", 0.1), ("chow", 0.5),
-                                         ("opt", 0.3), ("bild", 2.0), ("lossless", 0.0), ("lossy", 0.5)])
+                                         ("opt", 0.3), ("bild", 2.0), ("fuzzy", 0.3), ("judge", 2.0), ("lossless", 0.0),
+                                         ("lossy", 0.5)])
 def test_a_loaded_position_gives_the_numbers_the_engine_used(tiny, rule, alpha):
     """At T = 1, every position of a run loaded into the Sandbox: the proposal's a*, its deferral and its keep
     probability under the run's rule are the engine's. The rest of the vocabulary is many tokens, not one: never

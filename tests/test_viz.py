@@ -7,7 +7,7 @@ import pytest
 from app.viz import figures
 from app.viz.format import number
 from app.viz.stats import speedup_markdown, stats_markdown
-from app.viz.tokens import legend_html, token_text_html, tokens_html, tooltip
+from app.viz.tokens import explain, legend_html, token_text_html, tokens_html, tooltip
 from cascade_core import generate, load_pair
 
 
@@ -206,3 +206,16 @@ def test_a_running_answer_only_grows_so_the_page_streams_what_was_appended():
     assert all(later.startswith(earlier) for earlier, later in zip(views, views[1:]))
     done = tokens_html(positions, ["accepted"] * 4, "v3", note="end of text")
     assert "running" not in done and done.count("<div") == done.count("</div>")
+
+
+@pytest.mark.parametrize("rule, alpha, a_star, words", [
+    ("fuzzy", 0.2, 0.35, "fuzzy deferred: JS(q, p) = 0.350 > alpha = 0.200"),
+    ("fuzzy", 0.5, 0.35, "fuzzy did not defer: JS(q, p) = 0.350 <= alpha = 0.500"),
+    ("judge", 2.0, 1.5, "judge did not defer: KL(q || p) = 1.500 <= alpha = 2.000"),
+    ("judge", 2.0, math.inf, "judge deferred: its test is KL(q || p) > alpha or max p > 0.9, and max p = 0.950"),
+])
+def test_a_divergence_rule_explains_its_test_with_its_numbers(rule, alpha, a_star, words):
+    pos = position("a", source="deferred" if alpha < a_star else "accepted", max_p=0.95)
+    pos["a_star"].update(fuzzy=0.35, judge=1.5)
+    pos["a_star"][rule] = a_star
+    assert explain(rule, pos, alpha).startswith(words)

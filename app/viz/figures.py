@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from cascade_core.explain import threshold
+from cascade_core.rules import RULES
 
 from .format import clip, number, plot_text
 from .tokens import COLOURS
@@ -50,7 +51,7 @@ def _first_changed_line(fig, first_changed):
 def step_figure(positions, sources, rule, alpha, first_changed=None):
     """Aligned panels over the token positions. Above, the rule's statistic per position as markers in the
     provenance colours, with its threshold as a tick per position (the rule defers where the statistic is below it;
-    BiLD* where above). Below, the design's per-step plot: max q, max p and TV(p, q), a row each (STEP_PANELS).
+    a divergence rule where above). Below, the design's per-step plot: max q, max p and TV(p, q), a row each (STEP_PANELS).
     Without a threshold (baselines) the lines share the one panel. Past READABLE_STEPS positions a range slider
     zooms in."""
     x = np.arange(len(positions))
@@ -104,7 +105,7 @@ def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover
                              customdata=hover, hovertemplate=template))
     scale = dict(title="probability", range=[0, 1.02]) if label in PROBABILITY_LABELS else dict(title=label)
     layout["yaxis"] = dict(scale, domain=STEP_PANELS["y"])
-    verb = "above" if rule == "bild" else "below"
+    verb = "above" if RULES[rule].defers_above else "below"
     return f"Per step: {rule} defers where {label}<br>is {verb} its threshold {formula}"
 
 

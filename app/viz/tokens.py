@@ -4,6 +4,7 @@ import html
 import math
 
 from cascade_core.explain import deferred, threshold
+from cascade_core.rules import RULES
 from cascade_core.sampling import NEAR_TIE
 
 from .format import number, token_repr
@@ -137,7 +138,9 @@ def explain(rule, pos, alpha):
     label, stat, thresh, formula = threshold(rule, pos, alpha)
     a_star = pos["a_star"][rule]
     a_text = "inf" if math.isinf(a_star) else f"{a_star:.3f}"
-    if rule == "bild":
+    if math.isinf(stat):  # the KL judge's confidence mask: it defers at every alpha
+        compare = f"its test is {RULES[rule].defers_when}, and max p = {pos['max_p']:.3f}"
+    elif RULES[rule].defers_above:  # a divergence: deferred above alpha
         compare = f"{label} = {stat:.3f} {'>' if deferred(rule, pos, alpha) else '<='} alpha = {alpha:.3f}"
     else:
         compare = f"{label} = {stat:.3f} {'<' if deferred(rule, pos, alpha) else '>='} {formula} = {thresh:.3f}"
