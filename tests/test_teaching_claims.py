@@ -307,3 +307,23 @@ def test_the_derivation_lessons_outcome_is_the_engines_decisions(tiny64):
     surer = [dict(pos, a_star=dict(pos["a_star"], opt=math.inf if pos["max_p"] > pos["max_q"] else -math.inf))
              for pos in traces[0].positions]
     assert held_derivation(None, [SimpleNamespace(positions=surer, settings=traces[0].settings)]) == 1
+
+
+def defers(rule, q, p, alpha):
+    q, p = (torch.tensor(v, dtype=torch.float64) for v in (q, p))
+    return bool(RULES[rule].defers(Distributions(q[None], p[None]), alpha)[0])
+
+
+def test_docs_spec_how_fuzzy_and_the_judge_relate_to_chow_diff_and_opt():
+    """docs/spec.md, "How the two later rules relate": each sentence on one pair of distributions."""
+    # equally unsure, disagreeing: fuzzy defers, diff and opt (alpha >= 0) do not
+    q, p = [0.4, 0.3, 0.3, 0.0], [0.0, 0.3, 0.3, 0.4]
+    assert defers("fuzzy", q, p, 0.2) and not defers("diff", q, p, 0.0) and not defers("opt", q, p, 0.0)
+    # agreeing, both unsure: fuzzy never defers (JS 0), nor the judge below its mask; chow does
+    same = [0.4, 0.3, 0.2, 0.1]
+    assert not any(defers(rule, same, same, alpha) for rule in ("fuzzy", "judge") for alpha in (0.0, 0.3, 0.69))
+    assert defers("chow", same, same, 0.5)
+    # the target confident, the draft surer still: the judge defers at every alpha; diff and opt do not
+    q, p = [0.97, 0.01, 0.01, 0.01], [0.92, 0.04, 0.02, 0.02]
+    assert all(defers("judge", q, p, alpha) for alpha in (0.0, 5.0, 10.0))
+    assert not defers("diff", q, p, 0.0) and not defers("opt", q, p, 0.0)
