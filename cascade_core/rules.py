@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Callable
 
 import torch
+from torch.linalg import vecdot
 
 from .values import is_finite_number, shown
 
@@ -64,13 +65,15 @@ class Distributions:
     def tv(self):
         return total_variation(self.q, self.p)
 
+    # The divergences' logs, 1e-30 where a probability is 0 (its term is then 0 * finite). In place on the clamp's
+    # fresh tensor: log() into yet another new [5, 49,152] tensor took 0.77 ms against 0.14 ms (2-core EPYC).
     @cached_property
-    def log_q(self):  # the divergences' logs, 1e-30 where a probability is 0 (its term is then 0 * finite)
-        return self.q_untempered.clamp_min(1e-30).log()
+    def log_q(self):
+        return self.q_untempered.clamp_min(1e-30).log_()
 
     @cached_property
     def log_p(self):
-        return self.p_untempered.clamp_min(1e-30).log()
+        return self.p_untempered.clamp_min(1e-30).log_()
 
 
 STATISTICS = ("max_q", "max_p", "tv", "log_q", "log_p")
@@ -137,15 +140,15 @@ def bild_a_star(d):
     (greedy: -log p(argmax q))."""
     if d.greedy:
         return -d.log_p.gather(-1, d.q_untempered.argmax(-1, keepdim=True)).squeeze(-1)
-    return -(d.q_untempered * d.log_p).sum(-1)
+    return -vecdot(d.q_untempered, d.log_p)
 
 
 def fuzzy_a_star(d):
     """Fuzzy speculative decoding (Holsman et al., ACL Findings 2025, arXiv 2502.20704), with its Jensen-Shannon
     divergence: the draft's token stands where JS(q, p) <= alpha, else the target verifies it (pi = p). JS is
     symmetric and at most ln 2, so alpha >= ln 2 never defers."""
-    log_m = ((d.q_untempered + d.p_untempered) / 2).clamp_min(1e-30).log()
-    return ((d.q_untempered * (d.log_q - log_m)).sum(-1) + (d.p_untempered * (d.log_p - log_m)).sum(-1)) / 2
+    log_m = (d.q_untempered + d.p_untempered).mul_(0.5).clamp_min_(1e-30).log_()  # in place: see log_q
+    return (vecdot(d.q_untempered, d.log_q - log_m) + vecdot(d.p_untempered, d.log_p - log_m)) / 2
 
 
 JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plain speculative sampling
@@ -154,7 +157,7 @@ JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plai
 def judge_a_star(d):
     """The training-free KL judge ("Revisiting Judge Decoding", Sun et al., arXiv 2601.04766): defer where
     KL(q || p) > alpha, and always where the target is confident (max p > 0.9), so a* is inf there."""
-    kl = (d.q_untempered * (d.log_q - d.log_p)).sum(-1)
+    kl = vecdot(d.q_untempered, d.log_q - d.log_p)
     return torch.where(d.max_p > JUDGE_CONFIDENCE, math.inf, kl)
 
 

@@ -175,7 +175,7 @@ def test_sandbox_loads_a_position_of_the_explore_run():
     assert "Loaded from" not in moved  # the user's own numbers now: the rest is one token like the others
 
 
-@pytest.mark.parametrize("rule, alpha", [("v3", 0.5), ("v3", 0.9), ("v1", 0.2), ("v2", 0.1), ("chow", 0.5),
+@pytest.mark.parametrize("rule, alpha", [("v3", 0.5), ("v3", 0.9), ("v1", 0.2), ("v2", 0.1), ("chow", 0.5), ("diff", 0.1),
                                          ("opt", 0.3), ("bild", 2.0), ("fuzzy", 0.3), ("judge", 2.0), ("lossless", 0.0),
                                          ("lossy", 0.5)])
 def test_a_loaded_position_gives_the_numbers_the_engine_used(tiny, rule, alpha):

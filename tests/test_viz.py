@@ -219,3 +219,12 @@ def test_a_divergence_rule_explains_its_test_with_its_numbers(rule, alpha, a_sta
     pos["a_star"].update(fuzzy=0.35, judge=1.5)
     pos["a_star"][rule] = a_star
     assert explain(rule, pos, alpha).startswith(words)
+
+
+def test_the_step_figure_draws_an_infinite_statistic_above_the_rest():
+    """The KL judge's a* is inf where max p > 0.9: those positions are drawn (at the top, marked), not dropped."""
+    positions = [position("a", max_p=0.5), position("b", max_p=0.95, source="deferred")]
+    positions[0]["a_star"]["judge"], positions[1]["a_star"]["judge"] = 1.5, math.inf
+    fig = figures.step_figure(positions, ["accepted", "deferred"], "judge", 2.0)
+    marked = [t for t in fig.data if t.name == "KL(q || p) = inf"]
+    assert len(marked) == 1 and list(marked[0].x) == [1] and marked[0].y[0] > 2.0

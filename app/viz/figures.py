@@ -24,6 +24,7 @@ READABLE_STEPS = 64
 STEP_PANELS = {"y": [0.5, 1.0], "y3": [0.34, 0.44], "y4": [0.17, 0.27], "y5": [0.0, 0.1]}
 CONTEXT_LINES = (("max_q", "max q", COLOURS["accepted"], "y3"), ("max_p", "max p", COLOURS["replaced"], "y4"),
                  ("tv", "TV(p, q)", "#009E73", "y5"))
+LEGEND_ROW = 20  # px: one row of a legend at font size 12
 LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=40), height=320,
               legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), font=dict(size=12))
 
@@ -73,8 +74,12 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
                                              domain=STEP_PANELS[row], anchor="x", tickvals=[0, 0.5, 1])
     title = _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover, template)
     _first_changed_line(fig, first_changed)
-    # the title's two lines at the top, then the legend's rows (five on a phone's width) above the plot
-    fig.update_layout(**{**LAYOUT, "height": 640 if has_threshold else 460, "margin": dict(LAYOUT["margin"], t=150)},
+    # the title's two lines at the top, then the legend above the plot, two entries a row at any width (on a
+    # phone's, entries of their own widths took a row each and ran into the title)
+    legend = dict(LAYOUT["legend"], entrywidth=0.5, entrywidthmode="fraction")
+    top = 60 + LEGEND_ROW * math.ceil(len(fig.data) / 2)
+    fig.update_layout(**{**LAYOUT, "height": 640 if has_threshold else 460, "margin": dict(LAYOUT["margin"], t=top),
+                         "legend": legend},
                       title=dict(text=title, font=dict(size=13), yref="container", y=0.98, yanchor="top", x=0.5,
                                  xanchor="center", pad=dict(t=6)),
                       hovermode="x unified", hoversubplots="axis",
@@ -93,6 +98,14 @@ def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover
     statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
     shown = [("will-change" if first_changed is not None and i >= first_changed else source)
              for i, source in enumerate(sources)]
+    infinite = np.isinf(statistic)
+    if infinite.any():  # the KL judge's confidence mask: a* inf, drawn as triangles above the finite numbers
+        top = np.nanmax(np.concatenate([statistic[~infinite], limit[np.isfinite(limit)], [1.0]])) * 1.1
+        fig.add_trace(go.Scatter(x=x[infinite], y=np.full(int(infinite.sum()), top), mode="markers", yaxis="y",
+                                 name=f"{label} = inf", customdata=hover[infinite],
+                                 hovertemplate=f"#%{{x}} %{{customdata}}<br>{label} = inf: defers at every alpha"
+                                               "<extra></extra>",
+                                 marker=dict(symbol="triangle-up", size=10, color="#333")))
     for source in dict.fromkeys(shown):
         at = np.array([s == source for s in shown])
         fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
