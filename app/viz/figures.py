@@ -52,9 +52,9 @@ def _first_changed_line(fig, first_changed):
 def step_figure(positions, sources, rule, alpha, first_changed=None):
     """Aligned panels over the token positions. Above, the rule's statistic per position as markers in the
     provenance colours, with its threshold as a tick per position (the rule defers where the statistic is below it;
-    a divergence rule where above). Below, the design's per-step plot: max q, max p and TV(p, q), a row each (STEP_PANELS).
-    Without a threshold (baselines) the lines share the one panel. Past READABLE_STEPS positions a range slider
-    zooms in."""
+    a divergence rule where above). Below, the design's per-step plot: max q, max p and TV(p, q), a row each
+    (STEP_PANELS). Without a threshold (baselines) the lines share the one panel. Past READABLE_STEPS positions a
+    range slider zooms in."""
     x = np.arange(len(positions))
     hover = _hover_tokens(positions)
     template = "#%{x} %{customdata}<br>%{fullData.name} = %{y:.3f}<extra></extra>"
