@@ -11,7 +11,7 @@ from .controls import APP_MAX_NEW_TOKENS, alpha_slider, cost_presets, rule_chang
 from .explore import (DEFAULT_ALPHA, DEFAULT_COST_RATIO, DEFAULT_GAMMA, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RULE,
                       DEFAULT_TEMPERATURE, ExploreHandlers)
 from .explore_views import Recoloured, View
-from .links import Linked
+from .links import Linked, flag
 from .options import ASSETS, GENERATING, INSTANT, example_prompts, how_to_read
 from .pairs import CHOICES, DRAFT_CHOICES, pair_default_draft
 from .viz.stats import speedup_markdown, stats_markdown
@@ -92,12 +92,21 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
                      o["decision_plot"], c["status"]))
     wire(handlers, c, o, run_state, settings, view)
     fields = {name: c[name] for name in ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed",
-                                         "max_new_tokens")}
-    linked = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
-                    auto_gamma=True, fields=fields, rule_text=c["rule_text"])
+                                         "max_new_tokens", "reproducible")}
+    linked = explore_linked(fields, c["rule_text"])
     opened = [c[name] for name in ("prompt", "draft", "rule", "alpha", "rule_text", "gamma", "temperature",
                                    "max_new_tokens", "seed")]
     return Explore(handlers, settings, view, run_state, opened, linked)
+
+
+REPRODUCIBLE_MEANING = "decode alone, bitwise the solo run"
+
+
+def explore_linked(fields, rule_text):
+    """What a link sets on Explore: the run fields and ``reproducible``, into these controls."""
+    return Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
+                  auto_gamma=True, fields=fields, rule_text=rule_text,
+                  parsers=dict(reproducible=lambda text: flag(text, "reproducible", REPRODUCIBLE_MEANING)))
 
 
 def controls(handlers, pair_spec, public):

@@ -1,6 +1,6 @@
 """Links that restore a view: query parameters named like the API's fields (``tab``, ``prompt``, ``draft``, ``rule``,
 ``alpha``, ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``; ``step`` for a lesson; and each tab's own:
-Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies' ``threshold``, the Sandbox's
+Explore's ``reproducible``, Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies' ``threshold``, the Sandbox's
 ``tokens``, ``q`` and ``p``) set a tab and its controls, ``run=1`` runs it, and the "copy link" control writes the
 link of the view on screen. A bad value gets one sentence naming it and leaves that control at its default; the
 rest of the link still applies."""
@@ -69,6 +69,13 @@ def fraction(text, name):
     if not 0 <= value <= 1:
         raise ValueError(f"{name} must be a number from 0 to 1, got {shown(text)}")
     return value
+
+
+def flag(text, name, meaning):
+    """A link's on/off setting: 1 or 0 (a copied link writes 1 and leaves an off flag out)."""
+    if text not in ("0", "1"):
+        raise ValueError(f"{name} must be 1 ({meaning}) or 0, got {shown(text)}")
+    return text == "1"
 
 
 def checked(name, text, linked, values):
@@ -157,7 +164,7 @@ def link_to(base, linked, run, *values):
     (run=1 when asked and the tab has a Run)."""
     params = {"tab": linked.tab}
     params.update({name: link_text(value) for name, value in zip(linked.defaults, values)
-                   if value is not None and value != ""})
+                   if value is not None and value != "" and value is not False})  # an off flag is the default
     if run and linked.run_button:
         params["run"] = 1
     return f"{base}?{urlencode(params)}"

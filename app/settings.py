@@ -116,7 +116,9 @@ def draft_of(spec):
 
 
 def link_text(value):
-    """A control's value as a link writes it (a list: its items separated by commas)."""
+    """A control's value as a link writes it (a list: its items separated by commas; a flag: 1 or 0)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 

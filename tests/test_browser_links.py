@@ -145,3 +145,13 @@ def test_a_copied_link_holds_the_tabs_own_controls(tiny_app_url, tab, fields, co
         copied = dict(parse_qsl(urlsplit(page.input_value("#link textarea, #link input")).query))
         assert {name: copied.get(name) for name in fields} == fields
         assert not page.inner_text("#link-status").strip()
+
+
+def test_a_link_may_ask_for_a_reproducible_run_and_a_copied_link_keeps_it(tiny_app_url):
+    with open_page(tiny_app_url + "?tab=explore&prompt=Hi&max_new_tokens=6&reproducible=1&run=1") as page:
+        page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done: 6 tokens')",
+                               timeout=60000)
+        assert page.is_checked("#reproducible input")
+        page.click("#copy-link")
+        page.wait_for_function("() => document.querySelector('#link textarea, #link input')?.value.includes('tab=')")
+        assert dict(parse_qsl(urlsplit(page.input_value("#link textarea, #link input")).query))["reproducible"] == "1"

@@ -5,6 +5,7 @@ import gradio as gr
 import pytest
 
 from app.compare import compare_linked
+from app.explore_layout import explore_linked
 from app.learn import LOOK_FOR, NOT_COMMITTED, LearnHandlers, learn_linked
 from app.lessons import LESSONS
 from app.links import Linked, link_to, read_link, restore_outputs, restored, view_class
@@ -23,8 +24,8 @@ def linked():
         fields = dict(prompt=gr.Textbox("Who is Buzz Aldrin?"), draft=gr.Dropdown(["model", "head"], value="model"), rule=gr.Dropdown(list(RULES), value="v3"),
                       alpha=gr.Slider(0, 1, value=0.5), gamma=gr.Slider(1, 16, value=4),
                       temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0), max_new_tokens=gr.Slider(1, 1024, value=64))
-        explore = Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
-                         fields=fields, rule_text=gr.Markdown())
+        fields["reproducible"] = gr.Checkbox(False)
+        explore = explore_linked(fields, gr.Markdown())
         others = [sandbox_linked(), learn_linked(), tradeoff_linked("model"), strategies_linked("model"),
                   compare_linked("model")]
         for other in others:
@@ -51,7 +52,7 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
     (dict(rule="opt", alpha="5"), "alpha=5 is outside the slider's range [-2, 2] for rule 'opt'", dict(rule="opt")),
     (dict(rule="nope"), "rule must be one of chow, diff, opt, v1, v2, v3, lossless, lossy, bild, fuzzy, judge, target, "
                         "draft on this tab, got 'nope'", {}),
-    (dict(gamma="0"), "gamma must be a whole number from 1 to 16, got 0", {}),
+    (dict(gamma="17"), "gamma must be a whole number from 0 to 16, got 17", {}),
     (dict(gamma="two"), "gamma must be a number written with the digits 0-9, got 'two'", {}),
     (dict(max_new_tokens="١٢"), "max_new_tokens must be a number written with the digits 0-9, got '١٢'", {}),
     (dict(gamma="５"), "gamma must be a number written with the digits 0-9, got '５'", {}),
@@ -65,8 +66,10 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
      {}),
     (dict(run="yes"), "run must be 1 (run the view) or 0, got 'yes'", {}),
     (dict(draft="eagle"), "draft must be model (the draft model) or head (the EAGLE-3 head), got 'eagle'", {}),
-    (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, draft, rule, alpha, gamma, "
-                        "temperature, seed, max_new_tokens, step, tokens, q, p, rules, alphas, threshold, rows", {}),
+    (dict(alhpa="0.3"), "the link's 'alhpa' is not a setting; a link may set tab, run, prompt, draft, rule, alpha, "
+                        "gamma, temperature, seed, max_new_tokens, step, reproducible, tokens, q, p, rules, alphas, "
+                        "threshold, rows", {}),
+    (dict(reproducible="yes"), "reproducible must be 1 (decode alone, bitwise the solo run) or 0, got 'yes'", {}),
 ])
 def test_a_bad_value_is_one_sentence_and_the_rest_of_the_link_applies(linked, params, message, kept):
     _, values, _, errors = read_link(dict(params, seed="9"), by_tab(linked))
@@ -144,13 +147,15 @@ def test_a_tab_drawn_later_gets_the_links_view_and_its_run_waits_for_that_drawin
     assert again[-1] == f".{view_class(again[at])} #strategies-run"
 
 
-def test_a_copied_link_opens_the_same_view(linked):
-    values = ["Hello & goodbye?", "head", "chow", 0.25, 3, 0.5, 7, 20]
+@pytest.mark.parametrize("reproducible", [True, False])
+def test_a_copied_link_opens_the_same_view(linked, reproducible):
+    values = ["Hello & goodbye?", "head", "chow", 0.25, 3, 0.5, 7, 20, reproducible]
     url = link_to("http://host/", linked[0], True, *values)
     params = dict(parse_qsl(urlsplit(url).query))
+    assert params.get("reproducible") == ("1" if reproducible else None)  # an off flag is left out: the default
     tab, read, run, errors = read_link(params, by_tab(linked))
     assert tab.tab == "explore" and run and not errors
-    assert read == dict(zip(linked[0].fields, values))
+    assert read == {name: value for name, value in zip(linked[0].fields, values) if value is not False}
     assert dict(parse_qsl(urlsplit(link_to("http://host/", linked[2], True, 4)).query)) == dict(tab="learn", step="4",
                                                                                              run="1")
     assert restored(dict(tab="learn", step="4", run="1"), linked)[-1].endswith("#lesson-4-run")
