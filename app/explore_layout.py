@@ -142,7 +142,7 @@ def controls(handlers, pair_spec, public):
                                         label="max new tokens", elem_id="max-new-tokens")
         c["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed")
     c["reproducible"] = gr.Checkbox(False, elem_id="reproducible",
-                                    label="Reproducible: decode alone, bitwise the solo run (slower on a busy server)")
+                                    label=f"Reproducible: {REPRODUCIBLE_MEANING} (slower on a busy server)")
     return c
 
 
