@@ -42,7 +42,9 @@ def forward(model, cache, ids, vocab_size, logits_to_keep=0, call=None, attentio
                           **(inputs or {}), **{cache_argument(type(model)): cache})
     features = (torch.cat([out.hidden_states[i] for i in feature_layers], -1) if feature_layers
                 else getattr(out, "features", None))
-    return out.logits[:, :, :vocab_size], features
+    # contiguous once here: a linear layer's output over few tokens can come laid out vocabulary-major (strides (1, n)
+    # for the bundled target), and every softmax, max and top-k over it would otherwise copy it again
+    return out.logits[:, :, :vocab_size].contiguous(), features
 
 
 def finite(logits, model):
