@@ -14,11 +14,11 @@ import time
 import torch
 
 from .blocks import block_in_full, decide, needs_target
-from .cached import CachedModel, finite
+from .cached import CachedModel
 from .costs import best_gamma
 from .prices import CONTEXT, block_prices, measure_prices
 from .rows import start_row
-from .sampling import position_uniforms
+from .sampling import finite, position_uniforms
 from .settings import AUTO, AUTO_GAMMAS, RunSettings
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything

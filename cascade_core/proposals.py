@@ -3,7 +3,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .cached import finite
 from .sampling import DRAFT, sample_inverse_cdf, untempered_and_tempered
 
 
@@ -36,8 +35,8 @@ def propose_chain(step, model, rows, lengths, uniforms):
             if not feeding[r]:
                 continue
             try:
-                q_logits = row.allowed(finite(logits[r], model), len(row.trace.positions) + j)
-                q_untempered, q = untempered_and_tempered(q_logits, row.settings.temperature)
+                q_logits = row.allowed(logits[r], len(row.trace.positions) + j)
+                q_untempered, q = untempered_and_tempered(q_logits, row.settings.temperature, model)
             except ValueError as error:
                 row.fail(error)
                 continue

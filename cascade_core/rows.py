@@ -100,7 +100,7 @@ def start_row(pair, settings, prompt=None, *, prompt_ids=None, resume=None):
         prompt_ids = list(prompt_ids)
     settings.check_for(pair, prompt_ids)
     trace = Trace(prompt_ids=prompt_ids, settings=settings.recorded(pair), prompt=prompt, positions=prefix,
-                  resumed_from=len(prefix), detokenizer=Detokenizer(pair.tokenizer))
+                  resumed_from=len(prefix), detokenizer=Detokenizer.for_tokenizer(pair.tokenizer))
     row = Row(pair, trace, settings)
     if prefix and (prefix[-1]["token"] in row.eos or len(prefix) >= settings.max_new_tokens):
         trace.finished, trace.stop_reason = True, "eos" if prefix[-1]["token"] in row.eos else "max_new_tokens"

@@ -5,6 +5,7 @@ the top-10 of q and p, token texts) are built here, and callers that need only t
 """
 import json
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -20,12 +21,26 @@ DETAIL_FIELDS = ("proposal_text", "max_q", "tv", "q_x", "p_x", "top_q", "top_p")
 
 class Detokenizer:
     """Emitted ids to text pieces that concatenate to the decoded text (a multi-byte character split over
-    tokens lands on the token that completes it). Without a tokenizer (transformers' entry) texts are empty."""
+    tokens lands on the token that completes it). Without a tokenizer (transformers' entry) texts are empty.
+
+    One per tokenizer (``for_tokenizer``), so that every row shares its memo of single tokens' texts: a block's
+    records name ~40 tokens (the top-10 of q and p), and decoding them each block took 1.1 ms of the engine's ~4
+    (docs/benchmarks.md, "Engine time per block")."""
 
     WINDOW = 8
+    _shared = weakref.WeakKeyDictionary()
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
+        self.texts = {}  # id -> its text decoded alone
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer):
+        if tokenizer is None:
+            return cls(None)
+        if tokenizer not in cls._shared:
+            cls._shared[tokenizer] = cls(tokenizer)
+        return cls._shared[tokenizer]
 
     def pieces(self, tokens, start):
         if self.tokenizer is None:
@@ -41,7 +56,9 @@ class Detokenizer:
     def singles(self, ids):
         if self.tokenizer is None:
             return [""] * len(ids)
-        return self.tokenizer.batch_decode([[i] for i in ids])
+        new = list({i for i in ids if i not in self.texts})
+        self.texts.update(zip(new, self.tokenizer.batch_decode([[i] for i in new])))
+        return [self.texts[i] for i in ids]
 
 
 @dataclass
