@@ -23,7 +23,6 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from .cached import cache_argument, hole_mask
-from .draft import scattered
 from .values import shown
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"  # what we write; what we read: any architecture naming Eagle3
@@ -69,7 +68,7 @@ class Midlayer(torch.nn.Module):
 
 @dataclass
 class HeadOutput:
-    logits: torch.Tensor  # [rows, kept, V]: -inf outside the draft vocabulary
+    logits: torch.Tensor  # [rows, kept, K] over the draft vocabulary (column k: target id token_ids[k])
     features: torch.Tensor  # [rows, slots, H]: h, what the next drafting step reads as g
 
 
@@ -120,7 +119,7 @@ class Eagle3Head(torch.nn.Module):
                 logits_to_keep=0, use_cache=True):
         h = self.step(input_ids, cache, features, hidden, attention_mask, position_ids)
         kept = h[:, -logits_to_keep:] if logits_to_keep else h
-        return HeadOutput(scattered(self.draft_logits(kept), self.token_ids, self.config.vocab_size), h)
+        return HeadOutput(self.draft_logits(kept), h)
 
     def step(self, input_ids, cache=None, features=None, hidden=None, attention_mask=None, position_ids=None):
         """h for each pair (g, token): the layer alone, before the norm and LM head (training reads it too)."""

@@ -34,6 +34,7 @@ class HeadDraft:
     def __init__(self, pair, counters, cache_length):
         self.cached = CachedModel(pair.draft, "draft", pair.vocab_size, counters)
         self.carry = [None] * len(counters)  # per row: ("features" or "hidden", [k, width]), k = pending ids + 1
+        self.columns = pair.draft.token_ids  # the target id of each logit column
 
     model = property(lambda self: self.cached.model)
     seconds = property(lambda self: self.cached.seconds)
@@ -70,7 +71,8 @@ class HeadDraft:
         return logits
 
     def propose(self, rows, lengths, uniforms):
-        return propose_chain(self.step, self.model, rows, lengths, uniforms)
+        """q over the head's own vocabulary (its logits' columns), widened to the target's once a block."""
+        return propose_chain(self.step, self.model, rows, lengths, uniforms, self.columns, self.cached.vocab_size)
 
     def catch_up(self, row, proposal, kept, features):
         """Its drafting steps' own entries go but the first (it read true features); the kept positions' true

@@ -22,11 +22,13 @@ class Proposal:
         return [last] + self.tokens[:-1]
 
 
-def propose_chain(step, model, rows, lengths, uniforms):
+def propose_chain(step, model, rows, lengths, uniforms, columns=None, vocab_size=None):
     """Every row samples x_0 .. x_{n-1} autoregressively, x_j from q_j with position j's draft uniform; rows step
     together, one forward per position (``step(inputs)``: one draft call, per row its ids or [] to sit out). A row
-    whose logits are broken fails (its sentence in its trace) and draws no further. Returns per row a Proposal, or
-    None for rows that draw nothing."""
+    whose logits are broken fails (its sentence in its trace) and draws no further. ``columns``: the target id of
+    each logit column where a draft's logits cover a sub-vocabulary (q is zero elsewhere), so that each step's
+    softmaxes and draw run over its K columns, not the whole vocabulary (a head's 8,192 of 49,152), and q is widened
+    to ``vocab_size`` once a block. Returns per row a Proposal, or None for rows that draw nothing."""
     x, untempered, tempered, margins = ([[] for _ in rows] for _ in range(4))
     for j in range(max(lengths, default=0)):
         feeding = [j < n and not row.trace.finished for row, n in zip(rows, lengths)]
@@ -35,15 +37,17 @@ def propose_chain(step, model, rows, lengths, uniforms):
             if not feeding[r]:
                 continue
             try:
-                q_logits = row.allowed(logits[r], len(row.trace.positions) + j)
+                q_logits = row.allowed(logits[r], len(row.trace.positions) + j, columns)
                 q_untempered, q = untempered_and_tempered(q_logits, row.settings.temperature, model)
             except ValueError as error:
                 row.fail(error)
                 continue
-            token, margin = sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])
-            x[r].append(int(token[0]))
+            column, margin = sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])
+            x[r].append(int(column[0]) if columns is None else int(columns[column[0]]))
             margins[r].append(float(margin[0]))
             untempered[r].append(q_untempered)
             tempered[r].append(q)
-    return [Proposal(x[r], torch.cat(untempered[r]), torch.cat(tempered[r]), margins[r]) if x[r] else None
+    widen = (lambda q: q) if columns is None else (  # scatter_: 33 us over [4, 49,152], index_copy_ 65 (2-core EPYC)
+        lambda q: q.new_zeros(len(q), vocab_size).scatter_(-1, columns.expand(len(q), -1), q))
+    return [Proposal(x[r], widen(torch.cat(untempered[r])), widen(torch.cat(tempered[r])), margins[r]) if x[r] else None
             for r in range(len(rows))]

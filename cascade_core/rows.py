@@ -1,5 +1,7 @@
 """A row: one generation's checked settings, its trace being built and its last token, as the block loop reads it.
 Built before any model call (``start_row``), so a bad setting is refused in one sentence before anything runs."""
+import torch
+
 from .rules import RULES
 from .settings import INPUT_FIELDS, RunSettings, check_prompt
 from .trace import Detokenizer, Trace, source_under
@@ -49,13 +51,16 @@ class Row:
             return 1
         return min(gamma + 1, self.settings.max_new_tokens - len(self.trace.positions))
 
-    def allowed(self, logits, start):
+    def allowed(self, logits, start, columns=None):
         """logits ``[n, V]`` for positions start .. start + n - 1, with end-of-text at -inf before min_new_tokens
         (as transformers' min-length processors do): both models' distributions lose it there, so pi, built
-        from them, cannot emit it, and the rules and the verification stay exact for what is left."""
-        early, eos = self.settings.min_new_tokens - start, sorted(i for i in self.eos if i < logits.shape[-1])
-        if early <= 0 or not eos:
+        from them, cannot emit it, and the rules and the verification stay exact for what is left. ``columns``:
+        the target id of each column, where the logits cover a sub-vocabulary."""
+        early = self.settings.min_new_tokens - start
+        if early <= 0 or not self.eos:
             return logits
+        ids = columns if columns is not None else torch.arange(logits.shape[-1], device=logits.device)
+        eos = torch.isin(ids, torch.tensor(sorted(self.eos), device=ids.device)).nonzero().squeeze(-1)
         logits = logits.clone()
         logits[:early, eos] = float("-inf")
         return logits

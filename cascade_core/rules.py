@@ -96,7 +96,8 @@ def residual(pi, q):
     """What a rejection samples from, unnormalised: max(0, pi - q). Where rounding leaves it all zero (pi ~= q),
     pi itself, as the spec says."""
     excess = (pi - q).clamp_min(0)
-    return torch.where(excess.sum(-1, keepdim=True) > 0, excess, pi)
+    kept = excess.sum(-1, keepdim=True) > 0
+    return excess if bool(kept.all()) else torch.where(kept, excess, pi)  # where over [n, V]: see token_mass
 
 
 def max_prob(d):
@@ -205,13 +206,15 @@ def pi_per_token(d, defer):
 def token_mass(d, defer):
     """(eta, Z) per position, each ``[..., 1]``: eta = sum_v r(v) q(v) and pi's normaliser Z = sum_v q(v)(1 - r(v))
     + eta sum_v p(v) (1 up to rounding). With them pi at any token is ``token_pi`` of that token's column alone."""
-    eta = torch.where(defer, d.q, 0).sum(-1, keepdim=True)
+    # q * r, not where(r, q, 0): the same numbers (q is finite and >= 0), and over a block's [4, 49,152] 77 us
+    # against where's 270 us (torch 2.13, 2-core EPYC)
+    eta = (d.q * defer).sum(-1, keepdim=True)
     return eta, d.q.sum(-1, keepdim=True) - eta + eta * d.p.sum(-1, keepdim=True)
 
 
 def token_pi(q, p, defer, eta, z):
     """pi = (q (1 - r) + eta p) / Z over the columns given (the whole vocabulary, or the proposals')."""
-    return (torch.where(defer, 0, q) + eta * p) / z
+    return (q * ~defer + eta * p) / z  # q (1 - r) as a product: see token_mass
 
 
 def pi_target(d, defer):

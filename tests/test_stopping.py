@@ -81,3 +81,18 @@ def test_bad_stopping_settings_are_named(small, field, value, message):
     with pytest.raises(ValueError) as error:
         generate(small, prompt_ids=PROMPT, max_new_tokens=MAX, **{field: value})
     assert str(error.value) == message
+
+
+def test_min_new_tokens_holds_back_end_of_text_in_a_sub_vocabulary(small):
+    """A draft whose logits cover some columns only (a head's vocabulary): end-of-text loses the same column it
+    would lose over the whole vocabulary, and only before min_new_tokens."""
+    from cascade_core.rows import start_row
+    from cascade_core.settings import RunSettings
+
+    row = start_row(small, RunSettings(max_new_tokens=MAX, min_new_tokens=2), prompt_ids=PROMPT)
+    (eos,) = small.eos_token_ids
+    columns = torch.tensor([0, 3, eos, 7])
+    full = torch.randn(3, 12)
+    compact = row.allowed(full[:, columns], 0, columns)
+    assert torch.equal(compact, row.allowed(full, 0)[:, columns])
+    assert compact[:2, 2].isneginf().all() and compact[2, 2] == full[2, eos] and compact[:, [0, 1, 3]].isfinite().all()
