@@ -3,7 +3,8 @@ from .engine import finish, generate, generate_batch, mapped, stream, stream_bat
 from .models import load_pair
 from .pair import Pair
 from .replay import replay_block, replay_steps
-from .rules import RULES, Distributions, Rule, critical_alpha, get_rule
+from .distributions import Distributions
+from .rules import RULES, Rule, critical_alpha, get_rule
 from .sampling import output_distribution, target_distribution
 from .settings import MAX_BATCH_ROWS, MAX_GAMMA, MAX_NEW_TOKENS
 from .trace import Trace

@@ -2,7 +2,8 @@
 numbers (its distributions and its position-keyed uniforms), so a row decides the same in any batch."""
 import torch
 
-from .rules import RULES, Distributions, column, residual
+from .distributions import Distributions
+from .rules import RULES, column, residual
 from .sampling import ACCEPT, DRAFT, RESIDUAL, sample_inverse_cdf, untempered_and_tempered, verify
 from .trace import TOP_K, Block
 
@@ -16,7 +17,7 @@ def needs_target(row, proposal):
     if not settings.sequential:
         return True
     rule = RULES[settings.rule]
-    return not rule.decides_on_q or bool(rule.defers(Distributions(proposal.q, None, proposal.q_untempered),
+    return not rule.decides_on_q or bool(rule.defers(proposal.distributions(),
                                                      settings.alpha))
 
 
@@ -24,7 +25,7 @@ def verified(row, proposal, p_logits, uniforms):
     """Steps 2 (the tempering) and 3: the row's distributions at the proposals and the rule's verdict on them."""
     settings, q = row.settings, proposal.q
     p_untempered, p = untempered_and_tempered(p_logits.to(q.dtype), settings.temperature)
-    d = Distributions(q, p, proposal.q_untempered, p_untempered, greedy=settings.temperature == 0)
+    d = proposal.distributions(p, p_untempered, greedy=settings.temperature == 0)
     return d, verify(settings.rule, d, torch.tensor(proposal.tokens, device=q.device), settings.alpha, uniforms)
 
 
@@ -54,7 +55,7 @@ def sequential_block(row, proposal, p_logits, uniforms):
     the speculative cascade's; only the cost differs."""
     x = proposal.tokens
     if p_logits is None:
-        q = Distributions(proposal.q, None, proposal.q_untempered)
+        q = proposal.distributions()
         return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
     d, verdict = verified(row, proposal, p_logits, uniforms[:1])
     token = x if verdict.kept else [verdict.correction]
@@ -66,7 +67,7 @@ def plain_block(row, proposal, p_logits, uniforms):
     """A baseline: one token sampled from the target (target-only) or the draft (draft-only: the draft's first
     proposal) alone, with the position's draft uniform."""
     if not row.uses_target:
-        x, q = proposal.tokens, Distributions(proposal.q, None, proposal.q_untempered)
+        x, q = proposal.tokens, proposal.distributions()
         return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
     untempered, tempered = untempered_and_tempered(p_logits, row.settings.temperature)
     token, margin = sample_inverse_cdf(tempered, uniforms[:, DRAFT])

@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from .rules import RULES, Distributions, acceptance_probability, get_rule, residual, total_variation
+from .distributions import Distributions, total_variation
+from .rules import RULES, acceptance_probability, get_rule, residual
 from .sampling import verified_output
 from .values import is_finite_number, shown
 

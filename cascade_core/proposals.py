@@ -3,6 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .distributions import Distributions
 from .sampling import DRAFT, sample_inverse_cdf, untempered_and_tempered
 
 
@@ -10,12 +11,19 @@ from .sampling import DRAFT, sample_inverse_cdf, untempered_and_tempered
 class Proposal:
     """A row's proposals x_0 .. x_{n-1} with q_j of each: ``q`` tempered (what the rule and the verification read),
     ``q_untempered`` (temperature 1: the records and the rules' confidence); ``margins``: each draw's margin
-    (sampling.sample_inverse_cdf: how near its uniform fell to a neighbouring token)."""
+    (sampling.sample_inverse_cdf: how near its uniform fell to a neighbouring token); ``support``: the columns
+    outside which q is zero (a head's sub-vocabulary), None for all."""
 
     tokens: list
     q_untempered: torch.Tensor  # [n, V]
     q: torch.Tensor  # [n, V]
     margins: list
+    support: torch.Tensor | None = None
+    q_on_support: tuple | None = None  # (q_untempered, q) at the support's columns, [n, K] each
+
+    def distributions(self, p=None, p_untempered=None, greedy=False):
+        """q at the proposals, with the target's p where it scored them."""
+        return Distributions(self.q, p, self.q_untempered, p_untempered, greedy, self.support, self.q_on_support)
 
     def target_inputs(self, last):
         """What the target reads to score every proposal in one pass: [last, x_0 .. x_{n-2}]."""
@@ -47,7 +55,14 @@ def propose_chain(step, model, rows, lengths, uniforms, columns=None, vocab_size
             margins[r].append(float(margin[0]))
             untempered[r].append(q_untempered)
             tempered[r].append(q)
-    widen = (lambda q: q) if columns is None else (  # scatter_: 33 us over [4, 49,152], index_copy_ 65 (2-core EPYC)
-        lambda q: q.new_zeros(len(q), vocab_size).scatter_(-1, columns.expand(len(q), -1), q))
-    return [Proposal(x[r], widen(torch.cat(untempered[r])), widen(torch.cat(tempered[r])), margins[r]) if x[r] else None
-            for r in range(len(rows))]
+    return [chain(x[r], torch.cat(untempered[r]), torch.cat(tempered[r]), margins[r], columns, vocab_size)
+            if x[r] else None for r in range(len(rows))]
+
+
+def chain(tokens, q_untempered, q, margins, columns, vocab_size):
+    """A row's Proposal from its q over the draft's columns: widened to the whole vocabulary once a block (scatter_:
+    docs/benchmarks.md), its columns kept beside for what reads q's support alone."""
+    if columns is None:
+        return Proposal(tokens, q_untempered, q, margins)
+    widen = lambda t: t.new_zeros(len(t), vocab_size).scatter_(-1, columns.expand(len(t), -1), t)  # noqa: E731
+    return Proposal(tokens, widen(q_untempered), widen(q), margins, columns, (q_untempered, q))

@@ -12,79 +12,15 @@ Equation numbers are the ICLR 2025 paper's, as the authors' notebook cites them.
 """
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Callable
 
 import torch
-from torch.linalg import vecdot
 
+from .distributions import Distributions
 from .values import is_finite_number, shown
 
 
-@dataclass(frozen=True)
-class Distributions:
-    """Both models' next-token distributions at some positions, each ``[..., V]`` (None: not computed).
-
-    ``q``, ``p``: what tokens are sampled from and verified with (temperature applied; one-hot at T = 0).
-    ``q_untempered``, ``p_untempered``: the temperature-1 softmax, whose statistics (max q, max p, q(v), p(v)) the
-    rules threshold, so chow's, diff's, v1's, v2's and v3's decisions do not depend on temperature. opt's do: its
-    TV reads the tempered q and p (at T = 0, where both are one-hot, its pi is diff's at every alpha: Lemma 8), as
-    does lossy's p(x) / q(x), and BiLD* takes its greedy form at T = 0. They default to ``q`` and ``p``."""
-
-    q: torch.Tensor | None
-    p: torch.Tensor | None
-    q_untempered: torch.Tensor | None = None
-    p_untempered: torch.Tensor | None = None
-    greedy: bool = False
-
-    def __post_init__(self):
-        for name in ("q", "p"):
-            if getattr(self, f"{name}_untempered") is None:
-                object.__setattr__(self, f"{name}_untempered", getattr(self, name))
-
-    def first(self, m):
-        """The first m positions (with the statistics already computed for them)."""
-        cut = lambda t: None if t is None else t[:m]  # noqa: E731
-        first = Distributions(cut(self.q), cut(self.p), cut(self.q_untempered), cut(self.p_untempered), self.greedy)
-        for name in STATISTICS:
-            if name in self.__dict__:
-                first.__dict__[name] = self.__dict__[name][:m]
-        return first
-
-    # The statistics over the whole vocabulary that several rules, the verification and the trace read: computed
-    # once per block, not once per reader (a block's a* of every rule read max p nine times).
-    @cached_property
-    def max_q(self):
-        return max_prob(self.q_untempered)
-
-    @cached_property
-    def max_p(self):
-        return max_prob(self.p_untempered)
-
-    @cached_property
-    def tv(self):
-        return total_variation(self.q, self.p)
-
-    # The divergences' logs, 1e-30 where a probability is 0 (its term is then 0 * finite). In place on the clamp's
-    # fresh tensor: log() into yet another new [5, 49,152] tensor took 0.77 ms against 0.14 ms (2-core EPYC).
-    @cached_property
-    def log_q(self):
-        return self.q_untempered.clamp_min(1e-30).log_()
-
-    @cached_property
-    def log_p(self):
-        return self.p_untempered.clamp_min(1e-30).log_()
-
-
-STATISTICS = ("max_q", "max_p", "tv", "log_q", "log_p")
-
-
 # -- The formulas every rule shares (the spec's "Notation" and "One block") --------------------------------
-
-def total_variation(q, p):
-    """TV(p, q) = sum_v max(0, p(v) - q(v)): half the L1 distance; 1 - TV is the lossless acceptance rate."""
-    return (p - q).clamp_min(0).sum(-1)
-
 
 def acceptance_probability(q_x, pi_x, lenience=0.0):
     """Speculative sampling keeps a draft token x with probability min(1, pi(x) / q(x)); lossy speculative
@@ -98,12 +34,6 @@ def residual(pi, q):
     excess = (pi - q).clamp_min(0)
     kept = excess.sum(-1, keepdim=True) > 0
     return excess if bool(kept.all()) else torch.where(kept, excess, pi)  # where over [n, V]: see token_mass
-
-
-def max_prob(d):
-    """The largest probability at each position. amax, not max(-1): max also finds the index, and over a block's
-    [4, 49,152] that took 0.21 ms against amax's 0.02 ms on the 2-core EPYC (the engine takes ~15 per block)."""
-    return d.amax(-1)
 
 
 def column(t, x):
@@ -140,16 +70,15 @@ def bild_a_star(d):
     """BiLD* (Kim et al., 2023), the paper's baseline: defer iff D(q, p) = -sum_v q(v) log p(v) > alpha
     (greedy: -log p(argmax q))."""
     if d.greedy:
-        return -d.log_p.gather(-1, d.q_untempered.argmax(-1, keepdim=True)).squeeze(-1)
-    return -vecdot(d.q_untempered, d.log_p)
+        return -d.log_p.gather(-1, d.on_q.q_untempered.argmax(-1, keepdim=True)).squeeze(-1)
+    return d.cross_entropy
 
 
 def fuzzy_a_star(d):
     """Fuzzy speculative decoding (Holsman et al., ACL Findings 2025, arXiv 2502.20704), with its Jensen-Shannon
     divergence: the draft's token stands where JS(q, p) <= alpha, else the target verifies it (pi = p). JS is
     symmetric and at most ln 2, so alpha >= ln 2 never defers."""
-    log_m = (d.q_untempered + d.p_untempered).mul_(0.5).clamp_min_(1e-30).log_()  # in place: see log_q
-    return (vecdot(d.q_untempered, d.log_q - log_m) + vecdot(d.p_untempered, d.log_p - log_m)) / 2
+    return d.js
 
 
 JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plain speculative sampling
@@ -158,8 +87,7 @@ JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plai
 def judge_a_star(d):
     """The training-free KL judge ("Revisiting Judge Decoding", Sun et al., arXiv 2601.04766): defer where
     KL(q || p) > alpha, and always where the target is confident (max p > 0.9), so a* is inf there."""
-    kl = vecdot(d.q_untempered, d.log_q - d.log_p)
-    return torch.where(d.max_p > JUDGE_CONFIDENCE, math.inf, kl)
+    return torch.where(d.max_p > JUDGE_CONFIDENCE, math.inf, d.kl_q_p)
 
 
 def v1_a_star(d, x=None):
@@ -200,16 +128,17 @@ def pi_per_position(d, defer):
 def pi_per_token(d, defer):
     """Token rules: pi(v) = q(v) (1 - r(v)) + eta p(v), with r = defer over the whole vocabulary and
     eta = sum_v r(v) q(v), the draft's mass on deferred tokens."""
-    return token_pi(d.q, d.p, defer, *token_mass(d, defer))
+    return token_pi(d.q, d.p, defer, *token_mass(d.q, defer, d.p.sum(-1, keepdim=True)))
 
 
-def token_mass(d, defer):
+def token_mass(q, defer, p_total):
     """(eta, Z) per position, each ``[..., 1]``: eta = sum_v r(v) q(v) and pi's normaliser Z = sum_v q(v)(1 - r(v))
-    + eta sum_v p(v) (1 up to rounding). With them pi at any token is ``token_pi`` of that token's column alone."""
+    + eta sum_v p(v) (1 up to rounding; ``p_total`` is sum_v p(v)). With them pi at any token is ``token_pi`` of that
+    token's column alone, and q and r need only q's support (eta's terms are zero elsewhere)."""
     # q * r, not where(r, q, 0): the same numbers (q is finite and >= 0), and over a block's [4, 49,152] 77 us
     # against where's 270 us (torch 2.13, 2-core EPYC)
-    eta = (d.q * defer).sum(-1, keepdim=True)
-    return eta, d.q.sum(-1, keepdim=True) - eta + eta * d.p.sum(-1, keepdim=True)
+    eta = (q * defer).sum(-1, keepdim=True)
+    return eta, q.sum(-1, keepdim=True) - eta + eta * p_total
 
 
 def token_pi(q, p, defer, eta, z):
@@ -271,12 +200,11 @@ class Rule:
         v3's pi at a bundled-pair block's 5 proposals: 0.29 ms, against 0.41 ms through pi over the whole vocabulary
         (the same numbers; 2-core EPYC, docs/benchmarks.md)."""
         deferred = alpha < self.a_star_at(d, x)
-        if self.pi is pi_per_token:  # eta and Z read the whole vocabulary's deferrals; pi itself only its columns
-            defer = self.defers(d, alpha)
-            eta, z = token_mass(d, defer)
-            pi_x = token_pi(column(d.q, x), column(d.p, x), column(defer, x), eta, z).squeeze(-1)
-            return pi_x, lambda j: token_pi(d.q[j : j + 1], d.p[j : j + 1], defer[j : j + 1], eta[j : j + 1],
-                                            z[j : j + 1]), deferred
+        if self.pi is pi_per_token:  # eta and Z read the deferrals where q is non-zero; pi itself only its columns
+            eta, z = token_mass(d.on_q.q, self.defers(d.on_q, alpha), d.p.sum(-1, keepdim=True))
+            pi_x = token_pi(column(d.q, x), column(d.p, x), deferred.unsqueeze(-1), eta, z).squeeze(-1)
+            return pi_x, lambda j: token_pi(d.q[j : j + 1], d.p[j : j + 1], self.defers(d.rows(j, j + 1), alpha),
+                                            eta[j : j + 1], z[j : j + 1]), deferred
         if self.pi is pi_per_position:
             at = torch.where(deferred, column(d.p, x).squeeze(-1), column(d.q, x).squeeze(-1))
             return at, lambda j: (d.p if deferred[j] else d.q)[j : j + 1], deferred

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .rules import RULES, Distributions, acceptance_probability, get_rule, residual
+from .distributions import Distributions
+from .rules import RULES, acceptance_probability, get_rule, residual
 
 DRAFT, ACCEPT, RESIDUAL = 0, 1, 2
 # A decision this close to its threshold (a sample to its bin's edge, a keep test's uniform to its probability, alpha

@@ -76,10 +76,12 @@ class Block:
     margins: dict = field(default_factory=dict)  # decision -> per position, how near it came to going the other way
 
 
-def _top(d, other, detokenizer):
+def _top(d, other, detokenizer, columns=None):
     """Each position's top-k of d as [id, text, prob, the other model's prob of that token (None: not run)], so a
-    token listed under one model has both numbers (the Sandbox loads a position from them)."""
+    token listed under one model has both numbers (the Sandbox loads a position from them). ``columns``: the token
+    id of each of d's columns where d covers a draft's support only."""
     probs, ids = d.topk(min(TOP_K, d.shape[-1]), dim=-1)
+    ids = ids if columns is None else columns[ids]
     others = [[None] * ids.shape[-1]] * ids.shape[0] if other is None else other.gather(-1, ids).tolist()
     ids, probs = ids.tolist(), probs.tolist()
     texts = iter(detokenizer.singles([i for row in ids for i in row]))
@@ -136,7 +138,8 @@ def block_records(block, rule, alpha, detokenizer, details=True):
             max_q=_column(None if d.q is None else d.max_q, m),
             tv=_column(d.tv if both else None, m),
             q_x=_column(_gather(d.q_untempered, x), m), p_x=_column(_gather(d.p_untempered, x), m),
-            top_q=[None] * m if d.q is None else _top(d.q_untempered, d.p_untempered if both else None, detokenizer),
+            top_q=[None] * m if d.q is None else _top(d.on_q.q_untempered, d.p_untempered if both else None,
+                                                      detokenizer, d.support),
             top_p=[None] * m if d.p is None else _top(d.p_untempered, d.q_untempered if both else None, detokenizer))
     else:
         columns.update({key: [None] * m for key in DETAIL_FIELDS})

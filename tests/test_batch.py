@@ -6,7 +6,7 @@ from cascade_core import MAX_BATCH_ROWS, finish, generate, generate_batch, strea
 from cascade_core.cached import CachedModel
 from cascade_core.compiled import compile_pair
 from cascade_core.models import tiny_pair
-from cascade_core.rules import Distributions
+from cascade_core.distributions import Distributions
 from cascade_core.sampling import ACCEPT, DRAFT, RESIDUAL, acceptance_and_residual, position_uniforms, untempered_and_tempered
 
 

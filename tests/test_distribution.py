@@ -4,7 +4,7 @@ import torch
 
 from cascade_core import RULES, generate, output_distribution, target_distribution
 from cascade_core.models import tiny_pair
-from cascade_core.rules import Distributions
+from cascade_core.distributions import Distributions
 from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.3, "v1": 0.2, "v2": 0.2, "v3": 0.5, "lossless": 0.0, "lossy": 0.4,

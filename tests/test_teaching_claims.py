@@ -19,7 +19,8 @@ from app.viz.tokens import LEGEND
 from cascade_core import generate
 from cascade_core.costs import expected_speedup
 from cascade_core.explain import dissect
-from cascade_core.rules import RULES, Distributions, critical_alpha
+from cascade_core.distributions import Distributions
+from cascade_core.rules import RULES, critical_alpha
 from cascade_core.sampling import untempered_and_tempered
 from sweeps.quality import target_nll, target_probabilities
 
