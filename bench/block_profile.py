@@ -35,7 +35,6 @@ PHASES = {
     "uniforms (position-keyed)": (batch_module, "position_uniforms"),
     "which rows the target reads": (batch_module, "needs_target"),
     "rule + verification": (batch_module, "decide"),
-    "finite / min-length check": (batch_module, "finite"),
     "trace records (details)": (trace.Trace, "add_block"),
     "gamma auto's choice": (Batch, "block_gamma"),
     "checkpoint (undo on a fault)": (Batch, "checkpoint"),
