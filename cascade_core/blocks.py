@@ -72,7 +72,7 @@ def plain_block(row, proposal, p_logits, uniforms):
     untempered, tempered = untempered_and_tempered(p_logits, row.settings.temperature)
     token, margin = sample_inverse_cdf(tempered, uniforms[:, DRAFT])
     return Block(row.counters["target_calls"] - 1, [int(token[0])], [int(token[0])], ["deferred"],
-                 Distributions(None, tempered, None, untempered), margins={"target sample": margin.tolist()}), 0
+                 Distributions(None, tempered, None, untempered), margins={"target sample": margin}), 0
 
 
 def decide(row, proposal, p_logits, uniforms):

@@ -52,7 +52,7 @@ def propose_chain(step, model, rows, lengths, uniforms, columns=None, vocab_size
                 continue
             column, margin = sample_inverse_cdf(q, uniforms[r][j : j + 1, DRAFT])
             x[r].append(int(column[0]) if columns is None else int(columns[column[0]]))
-            margins[r].append(float(margin[0]))
+            margins[r].append(margin[0])
             untempered[r].append(q_untempered)
             tempered[r].append(q)
     return [chain(x[r], torch.cat(untempered[r]), torch.cat(tempered[r]), margins[r], columns, vocab_size)
