@@ -39,6 +39,7 @@ test: setup-dev browser
 # comparison with transformers' generate and assisted generation; both write their sections to docs/benchmarks.md.
 bench: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/speedup_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) bench/kinds_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/drafts_bench.py $(ARGS)
 

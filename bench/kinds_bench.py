@@ -1,0 +1,162 @@
+"""The app's default against the target alone, prompt by prompt and kind by kind: where the cascade pays and where not.
+
+    python bench/kinds_bench.py [--pair bundled] [--rounds 2] [--max-new-tokens 64]
+
+The bundled pair at the app's defaults (its default draft, T 0.7, gamma auto, details on): v3 alpha 0.5 and lossless
+against target-only, alternating per prompt in one process, EOS ignored (long answers run twice the tokens). Prompts
+are of every kind the page offers and users type, none composed by distill/data.py's templates nor among its held-out
+prompts. Per prompt: the speed-up (median over rounds), the acceptance by position in the block (does the head's
+acceptance fall with the distance from the target's features?), the gammas gamma auto chose, and the cost model's
+projection from the pair's measured calls and the run's own engine time, to see which term holds a slow prompt
+back. Writes its section to docs/benchmarks.md with the CPU flags.
+"""
+import argparse
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from bench.markdown import write_section  # noqa: E402
+from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.batch import measure_auto_prices  # noqa: E402
+from cascade_core.cli import add_pair_arguments  # noqa: E402
+from cascade_core.costs import priced_speedup  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
+from cascade_core.prices import block_prices  # noqa: E402
+
+KINDS = {
+    "explanation": ["Why do onions make people cry when they are cut?", "How does a refrigerator keep food cold?"],
+    "code": ["Write a Python function that checks whether a word is a palindrome.",
+             "Show a JavaScript loop that prints the numbers from 1 to 10."],
+    "list": ["Name five countries in South America and their capitals.",
+             "Give me a packing list for a day at the beach."],
+    "arithmetic": ["What is 48 plus 76? Show your working.",
+                   "A train covers 90 km in one and a half hours. What is its average speed?"],
+    "other language": ["Traduis en anglais : le chat dort sur le canapé.", "¿Cuál es la capital de Argentina?"],
+    "dialogue": ["Pretend you are a shopkeeper and greet me as I walk into your shop.",
+                 "Let's role-play: you are a tour guide in Rome. Start the tour."],
+    "long answer": ["Write a detailed plan for a three-day trip to Kyoto.",
+                    "Describe, step by step, how to set up a freshwater aquarium."],
+}
+LONG = ("long answer",)  # kinds that run twice the tokens
+TEMPERATURE = 0.7  # the app's default
+METHODS = [("target", 0.0), ("v3", 0.5), ("lossless", 0.0)]  # the app's default rule and the lossless one, gamma auto
+
+
+def run(pair, prompt, rule, alpha, seed, n):
+    start = time.perf_counter()
+    trace = generate(pair, prompt, rule=rule, alpha=alpha, gamma="auto" if rule != "target" else 1,
+                     temperature=TEMPERATURE, seed=seed, max_new_tokens=n, stop_at_eos=False)
+    return len(trace.tokens) / (time.perf_counter() - start), trace
+
+
+def acceptance_by_offset(traces):
+    """The mean acceptance probability of the proposal at each offset in its block (0: the first drafted token)."""
+    by = {}
+    for trace in traces:
+        offset, block = 0, None
+        for pos in trace.positions:
+            offset = offset + 1 if pos["block"] == block else 0
+            block = pos["block"]
+            if pos["accept_prob"] is not None:
+                by.setdefault(offset, []).append(pos["accept_prob"])
+    return [statistics.mean(by[k]) for k in sorted(by)]
+
+
+def projected(pair, trace):
+    """The cost model's speed-up for this run: its acceptance, the gammas it used, the pair's measured calls and the
+    run's own engine time per block."""
+    s = trace.stats
+    return statistics.mean(priced_speedup(s["acceptance_rate"], g, *block_prices(pair, s["overhead_seconds_per_block"])(g))
+                           for g in trace.counters.get("gammas") or [1])
+
+
+def measure(pair, rounds, n, say):
+    """{(kind, prompt): {rule: [(tokens/s, trace), ...]}}, the methods' order rotating per prompt and round."""
+    results = {}
+    for r in range(rounds):
+        for i, (kind, prompt) in enumerate((k, p) for k, ps in KINDS.items() for p in ps):
+            turn = (r + i) % len(METHODS)
+            for rule, alpha in METHODS[turn:] + METHODS[:turn]:
+                tokens = 2 * n if kind in LONG else n
+                results.setdefault((kind, prompt), {}).setdefault(rule, []).append(
+                    run(pair, prompt, rule, alpha, r, tokens))
+        say(f"round {r + 1}/{rounds} done")
+    return results
+
+
+def prompt_row(pair, runs):
+    base = statistics.median(s for s, _ in runs["target"])
+    row = {}
+    for rule in ("v3", "lossless"):
+        traces = [t for _, t in runs[rule]]
+        row[rule] = dict(speedup=statistics.median(s for s, _ in runs[rule]) / base,
+                         projected=statistics.median(projected(pair, t) for t in traces),
+                         acceptance=statistics.median(t.stats["acceptance_rate"] for t in traces),
+                         per_call=statistics.median(t.stats["tokens_per_target_call"] for t in traces),
+                         engine_ms=1e3 * statistics.median(t.stats["overhead_seconds_per_block"] for t in traces),
+                         gammas=Counter(g for t in traces for g in t.counters.get("gammas", [])),
+                         by_offset=acceptance_by_offset(traces))
+    row["target_tok_s"] = base
+    return row
+
+
+def markdown(pair, rows, rounds, n):
+    lines = [f"## The default, prompt by prompt and kind by kind: {pair.name} pair, {pair.draft_kind} draft, "
+             f"{cpu_description()}", "",
+             f"`python bench/kinds_bench.py --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, "
+             f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+             f"{pair.description}. T {TEMPERATURE}, gamma auto, details on, {n} tokens ({2 * n} for long answers; "
+             f"EOS ignored), {rounds} rounds (seed = round), the three methods alternating per prompt; medians. "
+             "Projected: the cost model at the run's acceptance and gammas, with the pair's measured calls and the "
+             "run's own engine time per block.", "",
+             "| kind | prompt | target tok/s | v3 0.5 | projected | acceptance by position | gammas chosen | "
+             "lossless | projected | lossless acceptance | engine ms/block |", "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+    for (kind, prompt), row in rows.items():
+        v3, ll = row["v3"], row["lossless"]
+        offsets = " / ".join(f"{a:.2f}" for a in v3["by_offset"])
+        gammas = ", ".join(f"{g}: {c}" for g, c in sorted(v3["gammas"].items()))
+        lines.append(f"| {kind} | {prompt} | {row['target_tok_s']:.1f} | {v3['speedup']:.2f}x | {v3['projected']:.2f}x | "
+                     f"{offsets} | {gammas} | {ll['speedup']:.2f}x | {ll['projected']:.2f}x | {ll['acceptance']:.2f} | "
+                     f"{v3['engine_ms']:.2f} |")
+    med = lambda rule, key, rs=None: statistics.median(r[rule][key] for r in (rs or rows.values()))  # noqa: E731
+    lines += ["", "| kind | v3 0.5 (median) | lossless (median) | v3 acceptance | lossless acceptance |",
+              "|---|---:|---:|---:|---:|"]
+    for kind in KINDS:
+        rs = [row for (k, _), row in rows.items() if k == kind]
+        lines.append(f"| {kind} | {med('v3', 'speedup', rs):.2f}x | {med('lossless', 'speedup', rs):.2f}x | "
+                     f"{med('v3', 'acceptance', rs):.2f} | {med('lossless', 'acceptance', rs):.2f} |")
+    error = statistics.median(abs(r[rule]["projected"] / r[rule]["speedup"] - 1) for r in rows.values()
+                              for rule in ("v3", "lossless"))
+    lines += ["", f"- All {len(rows)} prompts: **v3 0.5 median {med('v3', 'speedup'):.2f}x** (lowest "
+              f"{min(r['v3']['speedup'] for r in rows.values()):.2f}x), **lossless median {med('lossless', 'speedup'):.2f}x** "
+              f"(lowest {min(r['lossless']['speedup'] for r in rows.values()):.2f}x); lossless acceptance "
+              f"{med('lossless', 'acceptance'):.2f}; the engine's own time {med('v3', 'engine_ms'):.2f} ms per block; "
+              f"the projection's median distance from the measured speed-up {100 * error:.0f}%.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_pair_arguments(p)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
+    args = p.parse_args(argv)
+    pair = load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
+    measure_auto_prices(pair)  # before any run, on a quiet machine
+    rows = {key: prompt_row(pair, runs) for key, runs in measure(pair, args.rounds, args.max_new_tokens, print).items()}
+    text = markdown(pair, rows, args.rounds, args.max_new_tokens)
+    print(text)
+    if args.out:
+        write_section(args.out, text, text.splitlines()[0].split(":")[0])
+    return rows
+
+
+if __name__ == "__main__":
+    main()
