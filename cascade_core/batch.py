@@ -15,14 +15,16 @@ import torch
 
 from .blocks import block_in_full, decide, needs_target
 from .cached import CachedModel
-from .costs import best_gamma
-from .prices import CONTEXT, block_prices, measure_prices
+from .costs import best_gamma, priced_speedup
+from .prices import block_prices, context_ids, measure_prices
 from .rows import start_row
+from .rules import RULES
 from .sampling import finite, position_uniforms
-from .settings import AUTO, AUTO_GAMMAS, RunSettings
+from .settings import AUTO, AUTO_GAMMAS, TARGET_ALONE, RunSettings
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
 OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices
+PROBE_EVERY = 8  # after this many target-alone blocks in a row, a lossless row drafts one block to see its acceptance
 
 
 class Batch:
@@ -95,8 +97,8 @@ class Batch:
         started, in_calls = time.perf_counter(), self.target.seconds + self.draft.seconds
         uniforms = [position_uniforms(r.settings.seed, range(len(r.trace.positions), len(r.trace.positions) +
                                                     r.block_length(gamma))) for r, gamma in zip(rows, gammas)]
-        proposals = self.draft.propose(rows, [len(u) if r.uses_draft else 0 for r, u in zip(rows, uniforms)],
-                                       uniforms)  # 1
+        drafted = [len(u) if r.uses_draft and g != TARGET_ALONE else 0 for r, u, g in zip(rows, uniforms, gammas)]
+        proposals = self.draft.propose(rows, drafted, uniforms)  # 1
         needs = [needs_target(r, d) for r, d in zip(rows, proposals)]
         for i, row in enumerate(rows):
             if row.settings.sequential and row.uses_target and not needs[i] and not row.trace.finished:
@@ -121,7 +123,10 @@ class Batch:
             row.fail(self.named(error, p_logits))
             return
         self.target.forget(i, forgotten)  # 4
-        self.draft.catch_up(i, proposal, block.tokens, self.target.features[i])
+        if gamma == TARGET_ALONE:
+            self.draft.pass_over(i, row.last, self.target.features[i])
+        else:
+            self.draft.catch_up(i, proposal, block.tokens, self.target.features[i])
         row.trace.add_block(block, row.eos, row.settings.max_new_tokens, row.settings.stop)  # 5
         row.last = row.trace.tokens[-1]
         if block.accept_prob is not None and not row.settings.sequential:
@@ -151,7 +156,11 @@ class Batch:
         if row.settings.gamma != AUTO:
             return row.settings.gamma
         acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + row.accepted[0]) / (PRIOR_WEIGHT + row.accepted[1])
-        return best_gamma(acceptance, block_prices(self.pair, self.pair.prices[OVERHEAD]), AUTO_GAMMAS)
+        price = block_prices(self.pair, self.pair.prices[OVERHEAD])
+        gamma = best_gamma(acceptance, price, AUTO_GAMMAS)
+        if floored(row, priced_speedup(acceptance, gamma, *price(gamma))):
+            return TARGET_ALONE
+        return gamma
 
     def drop_finished(self):
         """Rows that finished leave both caches; returns them."""
@@ -181,6 +190,16 @@ class Batch:
         self.draft.restore(draft)
 
 
+def floored(row, speedup):
+    """gamma "auto"'s floor: a lossless row whose best block is priced slower than the target alone (``speedup`` <
+    1) takes the target's own token instead (exact: lossless's pi is p), except every PROBE_EVERY-th block, which
+    drafts so the row's acceptance is seen again. A cascade rule always drafts: its pi reads q."""
+    if speedup >= 1 or row.settings.sequential or not RULES[row.settings.rule].target_alone_is_exact:
+        return False
+    recent = row.trace.positions[-PROBE_EVERY:]
+    return len(recent) < PROBE_EVERY or any(pos["source"] != "target" for pos in recent)
+
+
 def measure_auto_prices(pair):
     """What gamma "auto" prices blocks with: the pair's calls and the engine's own time per block, measured once per
     pair (a server measures them before it serves, which the first call of gamma "auto" would otherwise do while
@@ -195,7 +214,7 @@ def measure_overhead(pair, blocks=8, gamma=4):
     if OVERHEAD in pair.prices:
         return
     settings = RunSettings(gamma=gamma, max_new_tokens=blocks * (gamma + 1), stop_at_eos=False)
-    row = start_row(pair, settings, prompt_ids=list(range(1, CONTEXT + 1)))
+    row = start_row(pair, settings, prompt_ids=context_ids(pair.vocab_size))
     with torch.inference_mode():
         batch = Batch(pair, [row])
         batch.prefill()

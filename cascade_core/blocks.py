@@ -63,23 +63,31 @@ def sequential_block(row, proposal, p_logits, uniforms):
                  margins(proposal, verdict, uniforms, 1)), 0
 
 
+def target_sample(row, p_logits, uniforms, source):
+    """One token sampled from the target alone, with the position's draft uniform (target-only's draw)."""
+    untempered, tempered = untempered_and_tempered(p_logits, row.settings.temperature)
+    token, margin = sample_inverse_cdf(tempered, uniforms[:, DRAFT])
+    return Block(row.counters["target_calls"] - 1, [int(token[0])], [int(token[0])], [source],
+                 Distributions(None, tempered, None, untempered), margins={"target sample": margin}), 0
+
+
 def plain_block(row, proposal, p_logits, uniforms):
     """A baseline: one token sampled from the target (target-only) or the draft (draft-only: the draft's first
     proposal) alone, with the position's draft uniform."""
     if not row.uses_target:
         x, q = proposal.tokens, proposal.distributions()
         return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
-    untempered, tempered = untempered_and_tempered(p_logits, row.settings.temperature)
-    token, margin = sample_inverse_cdf(tempered, uniforms[:, DRAFT])
-    return Block(row.counters["target_calls"] - 1, [int(token[0])], [int(token[0])], ["deferred"],
-                 Distributions(None, tempered, None, untempered), margins={"target sample": margin}), 0
+    return target_sample(row, p_logits, uniforms, "deferred")
 
 
 def decide(row, proposal, p_logits, uniforms):
-    """Steps 3 to 5 for one row: its block, and how many of its slots both caches forget."""
+    """Steps 3 to 5 for one row: its block, and how many of its slots both caches forget. A cascade row without a
+    proposal is gamma "auto"'s floor (batch.py): the target's own token, source "target"."""
     settings = row.settings
     if RULES[settings.rule].kind == "baseline":
         return plain_block(row, proposal, p_logits, uniforms)
+    if proposal is None:
+        return target_sample(row, p_logits, uniforms, "target")
     return (sequential_block if settings.sequential else cascade_block)(row, proposal, p_logits, uniforms)
 
 
@@ -88,6 +96,10 @@ def block_in_full(row, proposal, p_logits, uniforms):
     rejection, q(x_j), p(x_j) and pi_j(x_j) (tempered: what the rule and the verification read), the keep
     probability and the uniform it was compared with; at the rejection, the residual norm(max(0, pi_j - q_j)) and
     the uniform its sample read. The same function of the same inputs as ``cascade_block``, so the same verdict."""
+    if proposal is None:
+        raise ValueError(f"block {row.counters['target_calls'] - 1} is gamma \"auto\"'s floor: the target sampled its "
+                         "token alone (no block length paid at the row's acceptance), so no proposal was verified "
+                         "there; replay another block, or run a fixed gamma")
     settings, x = row.settings, proposal.tokens
     d, verdict = verified(row, proposal, p_logits, uniforms)
     xs = torch.tensor(x, device=d.q.device)

@@ -51,6 +51,9 @@ def fresh_run_calls(sources, rule, gamma, max_new_tokens):
     if rule in ("target", "draft"):  # one model alone: one call per token
         return (n, 0) if rule == "target" else (0, n)
     while i < n:
+        if sources[i] == "target":  # gamma "auto"'s floor: the target's own token, one call, nothing drafted
+            target, i = target + 1, i + 1
+            continue
         block = min(gamma + 1, max_new_tokens - i)  # the draft proposes this many tokens, the target scores them
         target, draft = target + 1, draft + block
         end = min(i + block, n)

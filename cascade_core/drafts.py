@@ -47,6 +47,10 @@ class Draft(Protocol):
         """After step 3: the row's emitted tokens ``kept`` (accepted proposals and the correction) are what it has
         read; ``features``: the target's features of this block's pass for the row (a slot per token it read)."""
 
+    def pass_over(self, row, token, features):
+        """A block the target took alone (gamma "auto"'s floor): the draft proposed nothing and reads ``token``, the
+        row's input of that block, with its next call; ``features``: the target's features of it."""
+
     def keep_rows(self, rows):
         """Only these rows (indices) go on."""
 

@@ -7,6 +7,8 @@ its own output h; ``catch_up`` forgets the block's drafted entries and carries t
 positions, whose ids the cached head reads with the next block's first input in one call. The target's features
 are handed in by the engine (from the target's pass), never read from the target's object.
 """
+import torch
+
 from .cached import CachedModel
 from .head import Eagle3Head
 from .proposals import propose_chain
@@ -83,6 +85,13 @@ class HeadDraft:
         self.cached.forget(row, len(proposal.tokens) - 1)
         self.cached.pending[row] = list(kept[:-1])
         self.carry[row] = ("features", features[: len(kept)])
+
+    def pass_over(self, row, token, features):
+        """The token joins the ids pending and its true feature the carried ones (it pairs with the next input); a
+        row with nothing read yet had g = 0 for the token, which zero features give (fc has no bias)."""
+        _, carried = self.carry[row] or ("features", features[:1].new_zeros(features[:1].shape))
+        self.cached.pending[row].append(token)
+        self.carry[row] = ("features", torch.cat([carried, features[:1]]))
 
     def keep_rows(self, rows):
         self.cached.keep_rows(rows)

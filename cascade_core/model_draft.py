@@ -44,6 +44,9 @@ class ModelDraft:
         if proposal is not None:
             self.cached.forget(row, len(proposal.tokens) - len(kept))
 
+    def pass_over(self, row, token, features):
+        self.cached.pending[row].append(token)
+
     def keep_rows(self, rows):
         self.cached.keep_rows(rows)
 

@@ -24,12 +24,17 @@ def _synchronize(device):
         torch.cuda.synchronize(device)
 
 
+def context_ids(vocab):
+    """The CONTEXT prompt ids prices are measured after (any ids do: a call's cost does not read them)."""
+    return [1 + i % (vocab - 1) for i in range(CONTEXT)]
+
+
 def _timer(model, vocab, n_tokens, compiled):
     """A function timing one cached forward over n_tokens new tokens, as the engine calls it, after a CONTEXT-token
     prefill; each call's tokens are forgotten again, so every call sees the same context."""
     call = CachedModel(model, "model", vocab, [{"model_calls": 0, "model_seconds": 0.0}], compiled, 2 * CONTEXT,
                        n_tokens)
-    call.prefill([list(range(1, CONTEXT + 1))])
+    call.prefill([context_ids(vocab)])
 
     def once():
         _synchronize(model.device)

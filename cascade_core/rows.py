@@ -3,7 +3,7 @@ Built before any model call (``start_row``), so a bad setting is refused in one 
 import torch
 
 from .rules import RULES
-from .settings import INPUT_FIELDS, RunSettings, check_prompt
+from .settings import INPUT_FIELDS, TARGET_ALONE, RunSettings, check_prompt
 from .trace import Detokenizer, Trace, source_under
 
 
@@ -46,8 +46,8 @@ class Row:
         return self.trace.counters
 
     def block_length(self, gamma):
-        """gamma + 1 positions (fewer at the end); one for baselines and sequential cascades."""
-        if RULES[self.settings.rule].kind == "baseline" or self.settings.sequential:
+        """gamma + 1 positions (fewer at the end); one for baselines, sequential cascades and the target alone."""
+        if RULES[self.settings.rule].kind == "baseline" or self.settings.sequential or gamma == TARGET_ALONE:
             return 1
         return min(gamma + 1, self.settings.max_new_tokens - len(self.trace.positions))
 

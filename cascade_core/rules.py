@@ -179,6 +179,12 @@ class Rule:
     defers_above: bool = False  # it defers where its statistic is above the threshold (a divergence), not below
 
     @property
+    def target_alone_is_exact(self):
+        """pi is p wherever q stands and the verification is exact (lossless): the target's own token is then an
+        exact sample of pi, which gamma "auto" takes where no block length pays (cascade_core/batch.py)."""
+        return self.pi is pi_target and self.kind == "speculative" and not self.lenience
+
+    @property
     def summary(self):
         return f"{self.gist}: {self.defers_when}"
 

@@ -10,6 +10,7 @@ from .values import is_finite_number, shown
 MAX_GAMMA = 16
 AUTO = "auto"  # gamma chosen by the cost model as the run goes (see costs.best_gamma)
 AUTO_GAMMAS = range(1, 7)  # what "auto" chooses from (each block length's verification is measured once)
+TARGET_ALONE = "target alone"  # "auto"'s floor for lossless rows: a block of one token, the target's own
 MAX_NEW_TOKENS = 2048
 MAX_SEED = 2**63 - 1
 MAX_BATCH_ROWS = 32

@@ -14,7 +14,7 @@ from .rules import RULES, critical_alphas, outcome_unchanged
 from .sampling import NEAR_TIE
 from .strict_json import dumps, number
 
-SOURCES = ("accepted", "deferred", "replaced")
+SOURCES = ("accepted", "deferred", "replaced", "target")  # target: gamma "auto"'s floor (cascade_core/batch.py)
 TOP_K = 10
 DETAIL_FIELDS = ("proposal_text", "max_q", "tv", "q_x", "p_x", "top_q", "top_p")
 
@@ -149,8 +149,8 @@ def block_records(block, rule, alpha, detokenizer, details=True):
 
 @dataclass
 class Trace:
-    """One generation. ``positions[i]`` describes output token i: token, text, source, proposal (the draft's
-    token), block, accept_prob, a_star ({rule: a*} for the proposal), max_p and p_token (the target's
+    """One generation. ``positions[i]`` describes output token i: token, text, source (SOURCES; "target": the
+    target's own token, where gamma "auto"'s floor took one), proposal (the draft's token), block, accept_prob, a_star ({rule: a*} for the proposal), max_p and p_token (the target's
     temperature-1 probability of its best and of the emitted token), near_tie (the decisions at it taken within
     sampling.NEAR_TIE of going the other way: where a row in another batch can part from its solo run) and, with
     details: proposal_text, max_q,
@@ -228,7 +228,7 @@ class Trace:
             "draft_calls": c.get("draft_calls", 0),
             "acceptance_rate": (counts["accepted"] + counts["deferred"]) / n if cascade and n else None,
             "tokens_per_target_call": new / c["target_calls"] if c.get("target_calls") else None,
-            "deferral_rate": (counts["deferred"] + counts["replaced"]) / n if n else None,
+            "deferral_rate": (counts["deferred"] + counts["replaced"] + counts["target"]) / n if n else None,
             "cost_ratio": per_call["draft"] / per_call["target"] if len(per_call) == 2 else None,
             # the engine's own time per block beyond the model calls (sampling, verification, records)
             "overhead_seconds_per_block": (wall - c.get("prefill_seconds", 0.0) - c.get("target_seconds", 0.0) -
@@ -292,8 +292,8 @@ class Trace:
 
 def source_under(pos, rule, alpha):
     """A kept proposal is 'deferred' if the rule deferred there, else 'accepted'; others were replaced.
-    A position with no a* for this rule (a baseline's) keeps the label it has."""
+    A position with no a* for this rule (a baseline's) or no proposal (the target's own token) keeps its label."""
     a_star = (pos["a_star"] or {}).get(rule)
-    if a_star is None or (pos["source"] == "replaced" and pos["token"] != pos["proposal"]):
+    if a_star is None or pos["source"] == "target" or (pos["source"] == "replaced" and pos["token"] != pos["proposal"]):
         return pos["source"]
     return "deferred" if alpha < a_star else "accepted"

@@ -69,7 +69,7 @@ def row(pair, item, trace, alpha):
         p_tokens = [pos["p_token"] for pos in trace.positions]
         top1 = [pos["p_token"] >= pos["max_p"] for pos in trace.positions]
     cascade = RULES[rule].kind != "baseline"
-    acceptance = sum(src != "replaced" for src in trace.sources) / n if cascade and n else None
+    acceptance = sum(src in ("accepted", "deferred") for src in trace.sources) / n if cascade and n else None
     return dict(prompt_id=item["prompt_id"], category=item["category"], draft=pair.draft_kind, rule=rule,
                 alpha=alpha, seed=s["seed"], gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text,
                 target_calls=target_calls,

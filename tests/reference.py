@@ -73,8 +73,10 @@ def verified_token(rule, x, q_pair, p_pair, alpha, greedy, u):
     return x if u[1] < keep else inverse_cdf(residual if residual.sum() > 0 else pi, u[2])
 
 
-def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new_tokens, min_new_tokens=0):
-    """Before min_new_tokens, end-of-text's logits are -inf for both models (transformers' min-length processor)."""
+def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new_tokens, min_new_tokens=0,
+                       target_alone=()):
+    """Before min_new_tokens, end-of-text's logits are -inf for both models (transformers' min-length processor).
+    At the positions in ``target_alone`` (gamma "auto"'s floor) the token is the target's own, as target-only's."""
     seq, out = list(prompt_ids), []
     greedy = temperature == 0
     V = pair.vocab_size
@@ -88,7 +90,7 @@ def reference_generate(pair, prompt_ids, rule, alpha, temperature, seed, max_new
         qs, q = softmaxes(q_logits, temperature)
         ps, p = softmaxes(p_logits, temperature)
         u = position_uniforms(seed, [i])[0].numpy()
-        if rule == "target":
+        if rule == "target" or i in target_alone:
             token = inverse_cdf(p, u[0])
         elif rule == "draft":
             token = inverse_cdf(q, u[0])

@@ -17,6 +17,7 @@ from cascade_core import generate, generate_batch, target_distribution
 from cascade_core.head import load_head, new_head, read_config, save_head
 from cascade_core.pair import make_pair
 from cascade_core.sampling import position_uniforms
+from cascade_core.settings import TARGET_ALONE
 from reference import inverse_cdf, softmaxes, verified_token
 from test_distribution import chi_square_p_value
 
@@ -133,10 +134,14 @@ def block_qs(ref, target, sequence, drafted, vocab):
 
 
 def reference_head_generate(pair, ref, prompt_ids, rule, alpha, temperature, seed, max_new_tokens, gamma):
-    """Blocks of gamma + 1 positions; each position verified as the spec says, with q from the block's chain."""
+    """Blocks of gamma + 1 positions; each position verified as the spec says, with q from the block's chain.
+    ``gamma``: a number, or one per block (a list), TARGET_ALONE for a block that is the target's own token."""
     seq, out, V, greedy = list(prompt_ids), [], pair.vocab_size, temperature == 0
+    schedule = iter(gamma) if isinstance(gamma, list) else None
     while len(out) < max_new_tokens:
-        n = 1 if rule == "target" else min(gamma + 1, max_new_tokens - len(out))
+        g = next(schedule) if schedule is not None else gamma
+        alone = rule == "target" or g == TARGET_ALONE
+        n = 1 if alone else min(g + 1, max_new_tokens - len(out))
         drafted, qs = [], []
         for j in range(n):  # the draft proposes the block
             q_logits = torch.tensor(block_qs(ref, pair.target, seq, drafted, V)[-1])
@@ -148,13 +153,13 @@ def reference_head_generate(pair, ref, prompt_ids, rule, alpha, temperature, see
             ps, p = softmaxes(p_logits[-1, :V], temperature)
             (qs_j, q), x = qs[j], drafted[j]
             u = position_uniforms(seed, [len(out)])[0].numpy()
-            token = (inverse_cdf(p, u[0]) if rule == "target" else
+            token = (inverse_cdf(p, u[0]) if alone else
                      verified_token(rule, x, (qs_j, q), (ps, p), alpha, greedy, u))
             out.append(token)
             seq.append(token)
             if token in pair.eos_token_ids:
                 return out
-            if rule == "target" or token != x:
+            if alone or token != x:
                 break  # a baseline takes one position a block; a replaced token ends the block
     return out
 
