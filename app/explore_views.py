@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from cascade_core import RULES, Trace
-from cascade_core.costs import expected_speedup, priced_speedup
+from cascade_core.costs import expected_speedup, priced_speedup, with_target_alone
 from cascade_core.explain import deferred
 
 from .controls import alpha_slider_range
@@ -73,12 +73,14 @@ def stats_view(run, cost_ratio):
     if run is None:
         return stats_markdown(None), speedup_markdown(None, None, cost_ratio, None)
     stats, gamma = run.trace.stats, run.trace.gamma
-    acceptance = stats["acceptance_rate"]
-    at_c = None if acceptance is None else expected_speedup(acceptance, gamma, cost_ratio, gamma + 1)
+    acceptance, share = stats["acceptance_rate"], stats["target_alone_share"] or 0.0
+    at_c = None if acceptance is None else with_target_alone(expected_speedup(acceptance, gamma, cost_ratio, gamma + 1),
+                                                             share)
     prices = run.prices
     overhead = stats["overhead_seconds_per_block"] or 0.0
     priced = (None if acceptance is None or prices is None else
-              priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead))
+              with_target_alone(priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead),
+                                share))
     target_alone = None if prices is None else 1 / prices.target  # one target call per token, measured here
     return (stats_markdown(stats, resume_caption(run.trace), run.pair, target_alone),
             speedup_markdown(stats, run.trace.settings["gamma"], cost_ratio, at_c, prices, priced, gamma))

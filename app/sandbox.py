@@ -92,7 +92,8 @@ class SandboxHandlers:
             return [gr.skip()] * (3 * SIZE + 1)
         pos = run.trace.positions[int(index)]
         if not pos["top_q"] or not pos["top_p"]:
-            gr.Warning("That token comes from a baseline run, which computed only one model's distribution.")
+            gr.Warning("That token has only one model's distribution: it comes from a baseline run, or it is the "
+                       "target's own token (gamma auto's floor), where the draft proposed nothing.")
             return [gr.skip()] * (3 * SIZE + 1)
         loaded = loaded_position(run, int(index))
         return loaded["labels"] + loaded["q"] + loaded["p"] + [loaded]

@@ -25,7 +25,7 @@ from bench.markdown import write_section  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.batch import measure_auto_prices  # noqa: E402
 from cascade_core.cli import add_pair_arguments  # noqa: E402
-from cascade_core.costs import priced_speedup  # noqa: E402
+from cascade_core.costs import priced_speedup, with_target_alone  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.prices import block_prices  # noqa: E402
 
@@ -70,10 +70,13 @@ def acceptance_by_offset(traces):
 
 def projected(pair, trace):
     """The cost model's speed-up for this run: its acceptance, the gammas it used, the pair's measured calls and the
-    run's own engine time per block."""
+    run's own engine time per block, with the share of tokens the target sampled alone (gamma auto's floor)."""
     s = trace.stats
-    return statistics.mean(priced_speedup(s["acceptance_rate"], g, *block_prices(pair, s["overhead_seconds_per_block"])(g))
-                           for g in trace.counters.get("gammas") or [1])
+    if s["acceptance_rate"] is None:  # every token the target's own
+        return 1.0
+    drafted = statistics.mean(priced_speedup(s["acceptance_rate"], g, *block_prices(pair, s["overhead_seconds_per_block"])(g))
+                              for g in trace.counters.get("gammas") or [1])
+    return with_target_alone(drafted, s["target_alone_share"])
 
 
 def measure(pair, rounds, n, say):
@@ -97,7 +100,8 @@ def prompt_row(pair, runs):
         traces = [t for _, t in runs[rule]]
         row[rule] = dict(speedup=statistics.median(s for s, _ in runs[rule]) / base,
                          projected=statistics.median(projected(pair, t) for t in traces),
-                         acceptance=statistics.median(t.stats["acceptance_rate"] for t in traces),
+                         acceptance=statistics.median(t.stats["acceptance_rate"] or 0.0 for t in traces),
+                         alone=statistics.median(t.stats["target_alone_share"] for t in traces),
                          per_call=statistics.median(t.stats["tokens_per_target_call"] for t in traces),
                          engine_ms=1e3 * statistics.median(t.stats["overhead_seconds_per_block"] for t in traces),
                          gammas=Counter(g for t in traces for g in t.counters.get("gammas", [])),
@@ -114,15 +118,18 @@ def markdown(pair, rows, rounds, n):
              f"{pair.description}. T {TEMPERATURE}, gamma auto, details on, {n} tokens ({2 * n} for long answers; "
              f"EOS ignored), {rounds} rounds (seed = round), the three methods alternating per prompt; medians. "
              "Projected: the cost model at the run's acceptance and gammas, with the pair's measured calls and the "
-             "run's own engine time per block.", "",
+             "run's own engine time per block. Target's own: the share of lossless's tokens that gamma auto's floor "
+             "had the target sample alone (acceptance is over the drafted positions).", "",
              "| kind | prompt | target tok/s | v3 0.5 | projected | acceptance by position | gammas chosen | "
-             "lossless | projected | lossless acceptance | engine ms/block |", "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+             "lossless | projected | lossless acceptance | target's own | engine ms/block |",
+             "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|"]
     for (kind, prompt), row in rows.items():
         v3, ll = row["v3"], row["lossless"]
         offsets = " / ".join(f"{a:.2f}" for a in v3["by_offset"])
         gammas = ", ".join(f"{g}: {c}" for g, c in sorted(v3["gammas"].items()))
         lines.append(f"| {kind} | {prompt} | {row['target_tok_s']:.1f} | {v3['speedup']:.2f}x | {v3['projected']:.2f}x | "
                      f"{offsets} | {gammas} | {ll['speedup']:.2f}x | {ll['projected']:.2f}x | {ll['acceptance']:.2f} | "
+                     f"{ll['alone']:.0%} | "
                      f"{v3['engine_ms']:.2f} |")
     med = lambda rule, key, rs=None: statistics.median(r[rule][key] for r in (rs or rows.values()))  # noqa: E731
     lines += ["", "| kind | v3 0.5 (median) | lossless (median) | v3 acceptance | lossless acceptance |",

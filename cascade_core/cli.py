@@ -9,7 +9,8 @@ from .models import load_pair
 from .rules import RULES
 
 # Okabe-Ito colours (colour-blind safe) as 256-colour ANSI codes: blue, orange, vermillion.
-ANSI = {"accepted": "\033[38;5;32m", "deferred": "\033[38;5;214m", "replaced": "\033[1;38;5;202m"}
+ANSI = {"accepted": "\033[38;5;32m", "deferred": "\033[38;5;214m", "replaced": "\033[1;38;5;202m",
+        "target": "\033[38;5;175m"}  # the target's own token (gamma auto's floor): reddish purple
 RESET = "\033[0m"
 
 

@@ -36,6 +36,12 @@ def priced_speedup(acceptance, gamma, target_seconds, draft_seconds, verify_seco
     return expected_tokens_per_call(acceptance, gamma) * target_seconds / block
 
 
+def with_target_alone(speedup, share):
+    """A run's speed-up where a share of its tokens is the target's own (gamma "auto"'s floor: one target call each,
+    the target-only price) and the rest come from blocks of this ``speedup``: 1 / (share + (1 - share) / speedup)."""
+    return 1 / (share + (1 - share) / speedup)
+
+
 def best_gamma(acceptance, price, gammas):
     """The gamma in ``gammas`` of the highest priced speed-up at this acceptance; ``price(gamma)`` gives the
     (target, draft, verification of gamma + 1, overhead per block) seconds. Ties go to the shorter block."""

@@ -215,6 +215,7 @@ class Trace:
         n = len(self.positions)
         new = n - self.resumed_from
         counts = {s: self.sources.count(s) for s in SOURCES}
+        drafted = n - counts["target"]  # positions the draft proposed at (all but gamma "auto"'s floor)
         cascade = bool(c.get("draft_calls") and c.get("target_calls"))
         wall = c.get("wall_seconds", 0.0)
         per_call = {role: c[f"{role}_seconds"] / c[f"{role}_calls"] for role in ("draft", "target")
@@ -226,7 +227,8 @@ class Trace:
             **counts,
             "target_calls": c.get("target_calls", 0),
             "draft_calls": c.get("draft_calls", 0),
-            "acceptance_rate": (counts["accepted"] + counts["deferred"]) / n if cascade and n else None,
+            "acceptance_rate": (counts["accepted"] + counts["deferred"]) / drafted if cascade and drafted else None,
+            "target_alone_share": counts["target"] / n if n else None,
             "tokens_per_target_call": new / c["target_calls"] if c.get("target_calls") else None,
             "deferral_rate": (counts["deferred"] + counts["replaced"] + counts["target"]) / n if n else None,
             "cost_ratio": per_call["draft"] / per_call["target"] if len(per_call) == 2 else None,

@@ -128,3 +128,24 @@ def test_a_floor_block_is_not_replayed_but_said(tiny64):
     pair = dear(tiny64)
     with pytest.raises(ValueError, match='block 0 is gamma "auto"\'s floor: the target sampled its token alone'):
         replay_block(pair, prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20, block=0)
+
+
+def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
+    from app.viz.stats import speedup_markdown, stats_markdown
+    from app.viz.tokens import explain, tokens_html, tooltip
+    from cascade_core.costs import with_target_alone
+
+    trace = generate(dear(tiny64), prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20)
+    i = trace.sources.index("target")
+    s = trace.stats
+    drafted = len(trace.positions) - s["target"]
+    assert s["acceptance_rate"] == (s["accepted"] + s["deferred"]) / drafted  # over the positions the draft proposed
+    assert s["target_alone_share"] == s["target"] / len(trace.positions)
+    assert f'class="tok target-only" data-pos="{i}"' in tokens_html(trace.positions, trace.sources, "lossless")
+    assert "sampled from the target alone (gamma auto's floor" in tooltip(i, trace.positions[i], "target-only", "lossless")
+    for rule in ("lossless", "v3"):  # whatever rule the page shows, nothing was proposed there
+        assert explain(rule, trace.positions[i], 0.5).startswith("The target's own token: gamma \"auto\" priced")
+    assert f"{s['target']} the target's own" in stats_markdown(s)
+    assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup_markdown(s, "auto", 0.1, 1.0, block_gamma=1)
+    assert with_target_alone(2.0, 0.0) == 2.0 and with_target_alone(2.0, 1.0) == 1.0
+    assert abs(with_target_alone(2.0, 0.5) - 1 / (0.5 + 0.25)) < 1e-12

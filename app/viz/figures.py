@@ -16,7 +16,8 @@ from .tokens import COLOURS
 # ratio a scale of their own there.
 PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
 # Marker shapes repeat the provenance colours, so the chart reads without colour vision too.
-SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open"}
+SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open",
+           "target-only": "x"}
 # Past this many positions the per-step chart gets a range slider to zoom into a stretch of the run.
 READABLE_STEPS = 64
 # The per-step figure's panels, as fractions of its height: the rule's statistic, then max q, max p and TV in a row

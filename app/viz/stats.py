@@ -26,6 +26,8 @@ def stats_markdown(stats, caption="", pair="", target_alone=None):
         return "*No run yet.*"
     rows = [f"| {label} | {_cell(stats.get(key), pattern)} |" for key, label, pattern in ROWS]
     counts = " · ".join(f"{stats[s]} {s}" for s in ("accepted", "deferred", "replaced"))
+    if stats.get("target"):
+        counts += f" · {stats['target']} the target's own (gamma auto's floor: no block paid there)"
     headline = (f"**{_cell(stats.get('tokens_per_second'), '{:.1f}')} tokens/s** · "
                 f"{_cell(stats.get('tokens_per_target_call'), '{:.2f}')} tokens per target call · the target alone "
                 f"here: at most {'–' if target_alone is None else f'{target_alone:.1f}'} tokens/s (its measured "
@@ -49,6 +51,8 @@ def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, b
     g = block_gamma if block_gamma is not None else gamma
     overhead = stats.get("overhead_seconds_per_block") or 0.0
     chosen = f"gamma auto (mostly {g})" if gamma == "auto" else f"gamma {g}"
+    if stats.get("target"):
+        chosen += f", {stats['target_alone_share']:.0%} of the tokens the target's own at one target call each"
     acceptance = number(stats["acceptance_rate"], 2)
     at_slider = (f"the slider's c = {cost_ratio:.2f}, a verification priced as one target token (Leviathan et al.'s "
                  f"(2023) estimate, {g + 1} draft calls per block): {at_c:.2f}×")

@@ -3,6 +3,7 @@ position for click-to-inspect. Token text is always escaped; whitespace is kept 
 import html
 import math
 
+from cascade_core.batch import PROBE_EVERY
 from cascade_core.explain import deferred, threshold
 from cascade_core.rules import RULES
 from cascade_core.sampling import NEAR_TIE
@@ -38,7 +39,10 @@ def legend_html(rules=(), regenerates=True):
 
 
 def shown_source(rule, source):
-    """The label a token is shown under: a baseline's own, else its provenance."""
+    """The label a token is shown under: a baseline's own, "target-only" for the target's own token in a lossless
+    run (gamma "auto"'s floor), else its provenance."""
+    if source == "target":
+        return BASELINE_SOURCES["target"]
     return BASELINE_SOURCES.get(rule, source) if source != "will-change" else source
 
 
@@ -64,10 +68,11 @@ def token_text_html(text):
 def tooltip(index, pos, source, rule):
     """The hover card: what the draft proposed, both models' numbers, and a* for the rule."""
     a_star = (pos.get("a_star") or {}).get(rule)
-    if rule in BASELINE_SOURCES:
-        model, prob = ("target", "p(x) = " + number(pos["p_x"])) if rule == "target" else \
-            ("draft", "q(x) = " + number(pos["q_x"]))
-        return f"#{index} {token_repr(pos['text'])}  ({source})\nsampled from the {model} alone   {prob}"
+    if rule in BASELINE_SOURCES or pos["source"] == "target":
+        model, prob = ("draft", "q(x) = " + number(pos["q_x"])) if rule == "draft" else \
+            ("target", "p(x) = " + number(pos["p_x"]))
+        why = "" if rule in BASELINE_SOURCES else " (gamma auto's floor: no block paid here; exact, as pi = p)"
+        return f"#{index} {token_repr(pos['text'])}  ({source})\nsampled from the {model} alone{why}   {prob}"
     lines = [
         f"#{index} {token_repr(pos['text'])}  ({source})",
         f"draft proposed {token_repr(pos['proposal_text'])}   q(x) = {number(pos['q_x'])}   p(x) = {number(pos['p_x'])}",
@@ -121,6 +126,11 @@ def inspector_html(index=None, pos=None, explanation="", note=""):
 
 def explain(rule, pos, alpha):
     """One sentence, with the numbers, saying why the rule did what it did at this position."""
+    if pos["source"] == "target":
+        return (f"The target's own token: gamma \"auto\" priced every block length slower than the target alone at "
+                f"this row's acceptance so far, so the target sampled {pos['text']!r} itself (exact for lossless, "
+                f"whose pi is p); after {PROBE_EVERY} such tokens in a row a block drafts again to see the acceptance. "
+                "No draft proposal was made here, so no rule can be evaluated at it.")
     if rule not in (pos.get("a_star") or {}):
         return (f"{rule} cannot be evaluated at this token: it comes from a baseline run that computed only one "
                 "model's distribution. Run a cascade rule to compare q and p.")
