@@ -9,7 +9,7 @@ from cascade_core import RULES, get_rule, stream, stream_batch
 from cascade_core.costs import expected_speedup
 from cascade_core.models import DRAFT_KINDS
 from cascade_core.values import shown
-from sweeps.alphas import auto_alphas
+from sweeps.alphas import auto_alphas, proposed_a_stars
 from sweeps.quality import target_nll, target_probabilities
 
 from .controls import check_budget, draft_control, run_controls, run_defaults
@@ -214,7 +214,7 @@ class CompareHandlers:
                 gr.Warning(html_text(error))
                 yield [gr.skip()] * (2 * MAX_ROWS)
                 return
-            rows = [("lossless", 0.0)] + [(r, auto_alphas(r, [p["a_star"][r] for p in pilot.positions], 3)[1])
+            rows = [("lossless", 0.0)] + [(r, auto_alphas(r, proposed_a_stars(r, pilot.positions), 3)[1])
                                           for r in ("opt", "v3", "chow")]
         yield preset_cells(rows)
 

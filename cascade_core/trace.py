@@ -104,7 +104,7 @@ def near_ties(block, rule, alpha, a_star):
     ties = [[name for name, values in block.margins.items() if values[i] is not None and values[i] < NEAR_TIE]
             for i in range(m)]
     for i, stars in enumerate(a_star):
-        if math.isfinite(stars.get(rule, math.inf)) and abs(alpha - stars[rule]) < NEAR_TIE:
+        if stars and math.isfinite(stars.get(rule, math.inf)) and abs(alpha - stars[rule]) < NEAR_TIE:
             ties[i].append("deferral")
     if d.greedy:
         for name, t in (("draft's top two", d.q_untempered), ("target's top two", d.p_untempered)):
@@ -123,7 +123,9 @@ def block_records(block, rule, alpha, detokenizer, details=True):
     x = torch.tensor(block.proposals, device=ref.device)
     tokens = torch.tensor(block.tokens, device=ref.device)
     both = d.q is not None and d.p is not None
-    if details and both:
+    if block.sources == ["target"]:  # gamma "auto"'s floor: nothing was proposed, so no rule had an a* to read
+        a_star = [None]
+    elif details and both:
         stars = {name: a.tolist() for name, a in critical_alphas(d, x).items()}
         a_star = [{name: values[i] for name, values in stars.items()} for i in range(m)]
     else:  # the run's own rule only (a baseline's always or never defers; a sequential chow step has no p)

@@ -68,6 +68,11 @@ def auto_alphas(rule, a_stars, n):
     return sorted({round(min(max(a, lo), hi), 4) for a in chosen})
 
 
+def proposed_a_stars(rule, positions):
+    """The rule's a* at the positions the draft proposed at (gamma "auto"'s floor proposed nothing: no a*)."""
+    return [pos["a_star"][rule] for pos in positions if pos["a_star"]]
+
+
 def alphas_per_rule(rules, alphas, pilot_positions):
     """{rule: alphas}; alpha-free rules get [None]. pilot_positions: trace positions with a* for every rule."""
     chosen = {}
@@ -75,7 +80,7 @@ def alphas_per_rule(rules, alphas, pilot_positions):
         if not RULES[rule].alpha_used:
             chosen[rule] = [None]
         elif alphas[0] == "auto":
-            chosen[rule] = auto_alphas(rule, [pos["a_star"][rule] for pos in pilot_positions], alphas[1])
+            chosen[rule] = auto_alphas(rule, proposed_a_stars(rule, pilot_positions), alphas[1])
         else:
             chosen[rule] = list(alphas)
     return chosen

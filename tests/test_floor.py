@@ -149,3 +149,23 @@ def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup_markdown(s, "auto", 0.1, 1.0, block_gamma=1)
     assert with_target_alone(2.0, 0.0) == 2.0 and with_target_alone(2.0, 1.0) == 1.0
     assert abs(with_target_alone(2.0, 0.5) - 1 / (0.5 + 0.25)) < 1e-12
+
+
+def test_the_floor_draws_no_a_star_and_regenerates_under_another_rule(tiny64):
+    """Nothing was proposed at a floor token, so it has no a* to draw or to place an alpha with, and under another
+    rule (which would have drafted there) it is regenerated."""
+    from app.viz.figures import critical_alpha_figure, step_figure
+    from sweeps.alphas import proposed_a_stars
+
+    trace = generate(dear(tiny64), prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20)
+    floor = [i for i, s in enumerate(trace.sources) if s == "target"]
+    assert floor and all(trace.positions[i]["a_star"] is None for i in floor)
+    assert len(proposed_a_stars("v3", trace.positions)) == len(trace.positions) - len(floor)
+    for rule in ("lossless", "v3"):
+        sources, first_changed = trace.recolour(rule, 0.5)
+        assert first_changed is None if rule == "lossless" else first_changed <= floor[0]
+        points = critical_alpha_figure(trace.positions, sources, rule, 0.5, (0.0, 1.0), first_changed).data
+        assert sum(len(t.x) for t in points) == len(trace.positions) - len(floor)
+        names = {t.name for t in step_figure(trace.positions, sources, rule, 0.5, first_changed).data}
+        assert not any(name.endswith(", target") for name in names)  # drawn as "target only" where drawn at all
+        assert (rule == "v3") == any(name.startswith("threshold: ") for name in names)  # lossless has none

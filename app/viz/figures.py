@@ -10,14 +10,14 @@ from cascade_core.explain import threshold
 from cascade_core.rules import RULES
 
 from .format import clip, number, plot_text
-from .tokens import COLOURS
+from .tokens import COLOURS, shown_source
 
 # Statistics on the probability scale get the top panel's axis from 0 to 1; BiLD's cross-entropy and lossy's p/q
 # ratio a scale of their own there.
 PROBABILITY_LABELS = {"max q", "q(x)", "p(x)"}
 # Marker shapes repeat the provenance colours, so the chart reads without colour vision too.
 SYMBOLS = {"accepted": "circle", "deferred": "square", "replaced": "diamond", "will-change": "circle-open",
-           "target-only": "x"}
+           "target-only": "x", "draft-only": "star"}
 # Past this many positions the per-step chart gets a range slider to zoom into a stretch of the run.
 READABLE_STEPS = 64
 # The per-step figure's panels, as fractions of its height: the rule's statistic, then max q, max p and TV in a row
@@ -44,6 +44,12 @@ def _hover_tokens(positions):
     return _strings([plot_text(pos["text"]) for pos in positions])
 
 
+def shown_sources(sources, rule, first_changed):
+    """The label each position is drawn under: "will-change" from ``first_changed`` on, else the token view's."""
+    return [shown_source(rule, "will-change" if first_changed is not None and i >= first_changed else source)
+            for i, source in enumerate(sources)]
+
+
 def _first_changed_line(fig, first_changed):
     if first_changed is not None:
         fig.add_vline(x=first_changed - 0.5, line=dict(color="#555", dash="dot"),
@@ -60,7 +66,7 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
     hover = _hover_tokens(positions)
     template = "#%{x} %{customdata}<br>%{fullData.name} = %{y:.3f}<extra></extra>"
     forms = [threshold(rule, pos, alpha) for pos in positions]
-    has_threshold = bool(forms) and forms[0] is not None
+    has_threshold = any(form is not None for form in forms)  # none at the floor's tokens: nothing was proposed
     fig = go.Figure()
     layout = {}
     for key, name, colour, row in CONTEXT_LINES:
@@ -93,12 +99,12 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
 def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover, template):
     """The upper panel: the rule's statistic per position in the provenance colours and its threshold as a tick
     per position (its axis into ``layout``); returns the figure's title."""
-    if not forms or forms[0] is None:
+    known = next((form for form in forms if form is not None), None)
+    if known is None:
         return f"Per step: {rule} has no threshold"
-    label, formula = forms[0][0], forms[0][3]
-    statistic, limit = _numbers(f[1] for f in forms), _numbers(f[2] for f in forms)
-    shown = [("will-change" if first_changed is not None and i >= first_changed else source)
-             for i, source in enumerate(sources)]
+    label, formula = known[0], known[3]
+    statistic, limit = (_numbers(form and form[k] for form in forms) for k in (1, 2))
+    shown = shown_sources(sources, rule, first_changed)
     infinite = np.isinf(statistic)
     if infinite.any():  # the KL judge's confidence mask: a* inf, drawn as triangles above the finite numbers
         top = np.nanmax(np.concatenate([statistic[~infinite], limit[np.isfinite(limit)], [1.0]])) * 1.1
@@ -108,7 +114,9 @@ def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover
                                                "<extra></extra>",
                                  marker=dict(symbol="triangle-up", size=10, color="#333")))
     for source in dict.fromkeys(shown):
-        at = np.array([s == source for s in shown])
+        at = np.array([s == source for s in shown]) & ~np.isnan(statistic)  # NaN: no statistic (the floor's)
+        if not at.any():
+            continue
         fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
                                  mode="markers", yaxis="y", customdata=hover[at], hovertemplate=template,
                                  marker=dict(color=COLOURS[source], symbol=SYMBOLS[source], size=7,
@@ -129,11 +137,10 @@ def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_cha
     (provenance, marker) keeps colours and symbols scalar: per-point ones cost plotly ~20 ms per drag."""
     lo, hi = axis_range
     groups = {}
-    for i, (pos, source) in enumerate(zip(positions, sources)):
+    for i, (pos, shown) in enumerate(zip(positions, shown_sources(sources, rule, first_changed))):
         a_star = (pos.get("a_star") or {}).get(rule)
         if a_star is None:
             continue
-        shown = "will-change" if first_changed is not None and i >= first_changed else source
         symbol = "triangle-up" if a_star > hi else "triangle-down" if a_star < lo else SYMBOLS[shown]
         decision = "defers" if alpha < a_star else "does not defer"
         groups.setdefault((shown, symbol), []).append(
