@@ -233,7 +233,8 @@ class ExploreHandlers:
             rule, alpha = run.trace.settings["rule"], run.trace.settings["alpha"]
             note = f"This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}."
         figure = figures.inspector_figure(pos, rule, alpha)
-        return inspector_html(index, pos, explain(rule, pos, alpha), note), gr.update(value=figure, visible=True), index
+        text = inspector_html(index, pos, explain(rule, pos, alpha), note, rule)
+        return text, gr.update(value=figure, visible=True), index
 
     # -- one block, step by step (app/block_steps.py) --------------------------------------------------
 

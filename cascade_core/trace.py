@@ -124,7 +124,7 @@ def block_records(block, rule, alpha, detokenizer, details=True):
     tokens = torch.tensor(block.tokens, device=ref.device)
     both = d.q is not None and d.p is not None
     if block.sources == ["target"]:  # gamma "auto"'s floor: nothing was proposed, so no rule had an a* to read
-        a_star = [None]
+        a_star = [{}]
     elif details and both:
         stars = {name: a.tolist() for name, a in critical_alphas(d, x).items()}
         a_star = [{name: values[i] for name, values in stars.items()} for i in range(m)]
@@ -152,7 +152,8 @@ def block_records(block, rule, alpha, detokenizer, details=True):
 @dataclass
 class Trace:
     """One generation. ``positions[i]`` describes output token i: token, text, source (SOURCES; "target": the
-    target's own token, where gamma "auto"'s floor took one), proposal (the draft's token), block, accept_prob, a_star ({rule: a*} for the proposal), max_p and p_token (the target's
+    target's own token, where gamma "auto"'s floor took one), proposal (the draft's token), block, accept_prob,
+    a_star ({rule: a*} for the proposal; {} at the floor's tokens, where nothing was proposed), max_p and p_token (the target's
     temperature-1 probability of its best and of the emitted token), near_tie (the decisions at it taken within
     sampling.NEAR_TIE of going the other way: where a row in another batch can part from its solo run) and, with
     details: proposal_text, max_q,
@@ -251,8 +252,7 @@ class Trace:
         old_rule, old_alpha = self.settings["rule"], self.settings["alpha"]
         sources = []
         for i, pos in enumerate(self.positions):
-            a_old = pos["a_star"] and pos["a_star"].get(old_rule)
-            a_new = pos["a_star"] and pos["a_star"].get(rule)
+            a_old, a_new = ((pos["a_star"] or {}).get(name) for name in (old_rule, rule))
             if not outcome_unchanged(old_rule, old_alpha, a_old, rule, alpha, a_new):
                 return sources + self.sources[i:], i
             sources.append(source_under(pos, rule, alpha))

@@ -132,7 +132,7 @@ def test_a_floor_block_is_not_replayed_but_said(tiny64):
 
 def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     from app.viz.stats import speedup_markdown, stats_markdown
-    from app.viz.tokens import explain, tokens_html, tooltip
+    from app.viz.tokens import explain, inspector_html, legend_html, tokens_html, tooltip
     from cascade_core.costs import with_target_alone
 
     trace = generate(dear(tiny64), prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20)
@@ -146,6 +146,9 @@ def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     for rule in ("lossless", "v3"):  # whatever rule the page shows, nothing was proposed there
         assert explain(rule, trace.positions[i], 0.5).startswith("The target's own token: gamma \"auto\" priced")
     assert f"{s['target']} the target's own" in stats_markdown(s)
+    assert "gamma auto&#x27;s floor" in legend_html(regenerates=False, sources=set(trace.sources))
+    assert "target-only" not in legend_html(regenerates=False, sources={"accepted", "replaced"})
+    assert "target only, block" in inspector_html(i, trace.positions[i], "", "", "lossless")
     assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup_markdown(s, "auto", 0.1, 1.0, block_gamma=1)
     assert with_target_alone(2.0, 0.0) == 2.0 and with_target_alone(2.0, 1.0) == 1.0
     assert abs(with_target_alone(2.0, 0.5) - 1 / (0.5 + 0.25)) < 1e-12
@@ -154,12 +157,12 @@ def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
 def test_the_floor_draws_no_a_star_and_regenerates_under_another_rule(tiny64):
     """Nothing was proposed at a floor token, so it has no a* to draw or to place an alpha with, and under another
     rule (which would have drafted there) it is regenerated."""
-    from app.viz.figures import critical_alpha_figure, step_figure
+    from app.viz.figures import critical_alpha_figure, inspector_figure, step_figure
     from sweeps.alphas import proposed_a_stars
 
     trace = generate(dear(tiny64), prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20)
     floor = [i for i, s in enumerate(trace.sources) if s == "target"]
-    assert floor and all(trace.positions[i]["a_star"] is None for i in floor)
+    assert floor and all(trace.positions[i]["a_star"] == {} for i in floor)
     assert len(proposed_a_stars("v3", trace.positions)) == len(trace.positions) - len(floor)
     for rule in ("lossless", "v3"):
         sources, first_changed = trace.recolour(rule, 0.5)
@@ -169,3 +172,6 @@ def test_the_floor_draws_no_a_star_and_regenerates_under_another_rule(tiny64):
         names = {t.name for t in step_figure(trace.positions, sources, rule, 0.5, first_changed).data}
         assert not any(name.endswith(", target") for name in names)  # drawn as "target only" where drawn at all
         assert (rule == "v3") == any(name.startswith("threshold: ") for name in names)  # lossless has none
+    inspector = inspector_figure(trace.positions[floor[0]], "v3", 0.5)
+    assert inspector.layout.annotations[0].text == "draft q: none (floor)" and len(inspector.data) == 1
+    assert "alone" in inspector.layout.title.text

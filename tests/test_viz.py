@@ -129,7 +129,7 @@ def test_step_figure_puts_bild_on_its_own_scale_in_the_top_panel(trace):
 def test_plot_labels_show_quotes_as_typed():
     """plotly decodes no &quot;: a token "'s" showed as &quot;'s&quot; in the inspector's bars and title."""
     pos = {"proposal": 1, "token": 1, "proposal_text": "'s", "top_q": [[1, "'s", 0.6], [2, "<b>", 0.4]],
-           "top_p": [[1, "'s", 0.5], [2, "<b>", 0.5]], "a_star": {}}
+           "top_p": [[1, "'s", 0.5], [2, "<b>", 0.5]], "a_star": {}, "source": "accepted"}
     fig = figures.inspector_figure(pos, "v3", 0.5)
     labels = [label for t in fig.data for label in t.y] + [fig.layout.title.text]
     assert "&quot;" not in " ".join(labels) and "&#x27;" not in " ".join(labels)
@@ -171,7 +171,7 @@ def test_inspector_bars_and_threshold():
 def test_inspector_for_baseline_without_draft():
     fig = figures.inspector_figure(position("a", top_q=None, a_star={"target": math.inf}), "target", 0.0)
     assert len(fig.data) == 1
-    assert "does not run" in fig.layout.annotations[-1].text
+    assert fig.layout.annotations[0].text == "draft q: not run"
 
 
 def test_stats_and_speedup_markdown(trace):

@@ -40,7 +40,8 @@ def compare_html(rows):
                      f'title="open this row in Explore">{html.escape(label)}</button>{note}'
                      f'<div class="tokens aligned">{"".join(cells)}</div></div>')
         above = tokens
-    legend = legend_html([label.split()[0] for label, _, _ in rows], regenerates=False)
+    legend = legend_html([label.split()[0] for label, _, _ in rows], regenerates=False,
+                         sources={s for _, _, sources in rows for s in sources})
     return f'<div class="compare">{legend}<p class="why">{html.escape(WHY)}</p>{"".join(lines)}</div>'
 
 

@@ -180,20 +180,19 @@ def _bars(top, highlight):
 def inspector_figure(pos, rule, alpha):
     """Top-10 of q (draft) and p (target) side by side; the proposal and the emitted token highlighted,
     and the rule's threshold drawn on the panel whose statistic it tests."""
-    highlight = {pos["proposal"]: COLOURS["accepted"]}
+    floor = pos["source"] == "target"  # gamma "auto"'s floor: the target's own token, nothing proposed
+    highlight = {pos["token"]: COLOURS["target-only"]} if floor else {pos["proposal"]: COLOURS["accepted"]}
     if pos["token"] != pos["proposal"]:
         highlight[pos["token"]] = COLOURS["replaced"]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
-                        subplot_titles=("draft q: top 10", "target p: top 10"))
-    for col, top in ((1, pos.get("top_q")), (2, pos.get("top_p"))):
-        if not top:
-            axis = "" if col == 1 else col
-            fig.add_annotation(text="this baseline does not run this model", showarrow=False,
-                               xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.5, y=0.5)
-            continue
-        bars = _bars(top, highlight)
-        fig.add_trace(go.Bar(x=bars["x"], y=bars["y"], orientation="h", marker_color=bars["colours"],
-                             hovertemplate="%{y}: %{x:.4f}<extra></extra>", showlegend=False), row=1, col=col)
+    tops = (pos.get("top_q"), pos.get("top_p"))
+    absent = "none (floor)" if floor else "not run"  # short: the title fits half a phone's width
+    titles = [f"{name}: top 10" if top else f"{name}: {absent}" for name, top in zip(("draft q", "target p"), tops)]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2, subplot_titles=titles)
+    for col, top in enumerate(tops, start=1):
+        if top:
+            bars = _bars(top, highlight)
+            fig.add_trace(go.Bar(x=bars["x"], y=bars["y"], orientation="h", marker_color=bars["colours"],
+                                 hovertemplate="%{y}: %{x:.4f}<extra></extra>", showlegend=False), row=1, col=col)
     form = threshold(rule, pos, alpha)
     if form is not None:
         label, stat, thresh, formula = form
@@ -201,9 +200,9 @@ def inspector_figure(pos, rule, alpha):
             col = 2 if label == "p(x)" else 1
             fig.add_vline(x=thresh, line=dict(color="#000", dash="dash"), row=1, col=col,
                           annotation_text=f"{formula} = {thresh:.3f}", annotation_position="bottom right")
-    proposal = plot_text(pos["proposal_text"])
-    fig.update_layout(**{**LAYOUT, "height": 340}, bargap=0.15,
-                      title=dict(text=f"draft proposed {proposal} (blue); target's correction in vermillion",
-                                 font=dict(size=13)))
+    token = plot_text(pos["proposal_text"])
+    title = (f"the target sampled {token} alone (pink): no draft here" if floor else
+             f"draft proposed {token} (blue); target's correction in vermillion")
+    fig.update_layout(**{**LAYOUT, "height": 340}, bargap=0.15, title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(range=[0, 1.0], title="probability")
     return fig

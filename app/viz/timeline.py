@@ -38,7 +38,7 @@ def lanes_figure(lanes):
 
 def lanes_html(lanes, rule):
     """Each lane's text, coloured as in Explore, under a line of its totals."""
-    parts = [legend_html(regenerates=False)]
+    parts = [legend_html(regenerates=False, sources={s for lane in lanes for s in lane.get("sources") or ()})]
     for lane in lanes:
         t = lane["totals"]
         if t is None:

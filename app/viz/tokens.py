@@ -22,17 +22,19 @@ LEGEND = {
 # A baseline's tokens come from one model alone: the engine records them as always (target) or never (draft)
 # deferred, but nothing was checked or kept, so they are shown under a label of their own.
 BASELINE_SOURCES = {"target": "target-only", "draft": "draft-only"}
-BASELINE_LEGEND = {"target-only": "sampled from the target alone (a baseline)",
+BASELINE_LEGEND = {"target-only": "sampled from the target alone (a baseline, or gamma auto's floor)",
                    "draft-only": "sampled from the draft alone (a baseline)"}
 NEWLINE_MARK = '<span class="nl">↵</span>\n'
 TAB_MARK = '<span class="ws">→</span>\t'
 
 
-def legend_html(rules=(), regenerates=True):
-    """The provenance legend: the cascade's labels, a baseline's own for the baselines among ``rules``, and
-    "will change" where alpha's slider can grey tokens (``regenerates``)."""
+def legend_html(rules=(), regenerates=True, sources=()):
+    """The provenance legend: the cascade's labels, a baseline's own for the baselines among ``rules`` (and
+    target-only where ``sources`` hold gamma "auto"'s floor), and "will change" where alpha's slider can grey tokens
+    (``regenerates``)."""
     entries = {name: text for name, text in LEGEND.items() if regenerates or name != "will-change"}
-    entries.update({BASELINE_SOURCES[r]: BASELINE_LEGEND[BASELINE_SOURCES[r]] for r in rules if r in BASELINE_SOURCES})
+    shown = {BASELINE_SOURCES[r] for r in rules if r in BASELINE_SOURCES} | {shown_source(None, s) for s in sources}
+    entries.update({name: text for name, text in BASELINE_LEGEND.items() if name in shown})
     items = "".join(f'<span class="legend-item"><span class="tok {name}">{name.replace("-", " ")}</span> '
                     f"{html.escape(text)}</span>" for name, text in entries.items())
     return f'<div class="legend">{items}</div>'
@@ -113,13 +115,13 @@ def tokens_html(positions, sources, rule, first_changed=None, running=False, not
     return f'<div class="tokens">{"".join(spans)}</div>{footer}'
 
 
-def inspector_html(index=None, pos=None, explanation="", note=""):
+def inspector_html(index=None, pos=None, explanation="", note="", rule=None):
     """The inspector's words for a clicked token, every piece of text escaped: a token is shown as its literal
-    text, never as markup."""
+    text, never as markup; its provenance under the label the token view shows for ``rule``."""
     if pos is None:
         return '<div class="inspector-text"><em>Click a token to inspect it.</em></div>'
     heading = (f"<strong>Token #{index}</strong> <code>{html.escape(token_repr(pos['text']))}</code>, "
-               f"{html.escape(pos['source'])}, block {pos['block']}.")
+               f"{html.escape(shown_source(rule, pos['source']).replace('-', ' '))}, block {pos['block']}.")
     note = f" <em>({html.escape(note)})</em>" if note else ""
     return f'<div class="inspector-text">{heading} {html.escape(explanation)}{note}</div>'
 
