@@ -4,8 +4,8 @@
 
 The bundled pair at the app's defaults (its default draft, T 0.7, gamma auto, details on): v3 alpha 0.5 and lossless
 against target-only, alternating per prompt in one process, EOS ignored (long answers run twice the tokens). Prompts
-are of every kind the page offers and users type, none composed by distill/data.py's templates nor among its held-out
-prompts. Per prompt: the speed-up (median over rounds), the acceptance by position in the block (does the head's
+are of every kind the page offers and users type, none composed by distill's templates (data.py, kinds.py) nor among its
+held-out prompts. Per prompt: the speed-up (median over rounds), the acceptance by position in the block (does the head's
 acceptance fall with the distance from the target's features?), the gammas gamma auto chose, and the cost model's
 projection from the pair's measured calls and the run's own engine time, to see which term holds a slow prompt
 back. Writes its section to docs/benchmarks.md with the CPU flags.
@@ -28,21 +28,9 @@ from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.costs import priced_speedup, with_target_alone  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.prices import block_prices  # noqa: E402
+from distill.kinds import benchmark_prompts  # noqa: E402
 
-KINDS = {
-    "explanation": ["Why do onions make people cry when they are cut?", "How does a refrigerator keep food cold?"],
-    "code": ["Write a Python function that checks whether a word is a palindrome.",
-             "Show a JavaScript loop that prints the numbers from 1 to 10."],
-    "list": ["Name five countries in South America and their capitals.",
-             "Give me a packing list for a day at the beach."],
-    "arithmetic": ["What is 48 plus 76? Show your working.",
-                   "A train covers 90 km in one and a half hours. What is its average speed?"],
-    "other language": ["Traduis en anglais : le chat dort sur le canapé.", "¿Cuál es la capital de Argentina?"],
-    "dialogue": ["Pretend you are a shopkeeper and greet me as I walk into your shop.",
-                 "Let's role-play: you are a tour guide in Rome. Start the tour."],
-    "long answer": ["Write a detailed plan for a three-day trip to Kyoto.",
-                    "Describe, step by step, how to set up a freshwater aquarium."],
-}
+KINDS = benchmark_prompts()  # assets/prompts/kinds.json: never composed into training instructions
 LONG = ("long answer",)  # kinds that run twice the tokens
 TEMPERATURE = 0.7  # the app's default
 METHODS = [("target", 0.0), ("v3", 0.5), ("lossless", 0.0)]  # the app's default rule and the lossless one, gamma auto

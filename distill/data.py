@@ -88,6 +88,10 @@ EVAL_PROMPTS = [
     "Why is the sky blue?", "What is the capital of Australia and why was it chosen?",
     "Describe how a rainbow forms.", "Suggest a name for a bakery and explain it.",
     "How do airplanes stay in the air?", "What should I pack for a weekend hike?",
+    # the kinds of distill/kinds.py, never composed there either
+    "Write a Python function that returns the median of a list.", "Name four oceans and one animal living in each.",
+    "What is 125 minus 37? Show your working.", "Traduis en anglais : la voiture est rouge.",
+    "Pretend you are a baker and describe your morning.", "Describe, step by step, how to make a paper aeroplane.",
 ]
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from cascade_core.head import default_aux_layers, new_head, save_head
+from cascade_core.head import default_aux_layers, load_head, new_head, save_head
 
-from . import data
+from . import data, kinds
 from .precision import precision
 from .train import held_out_set, make_batches, training_options
 from .vocab import ExpectedCounts
@@ -38,7 +38,7 @@ def training_rounds(pair, work, args, layers, say):
     token counts over all the answers (the draft vocabulary's ranking)."""
     for folder in ("answers", "features"):
         (work / folder).mkdir(parents=True, exist_ok=True)
-    prompts = data.instructions(args.seed)
+    prompts = kinds.interleaved(data.instructions(args.seed), args.seed, never=data.EVAL_PROMPTS)
     items, mass, sampler = [], torch.zeros(pair.vocab_size, dtype=torch.float64), None
     for r in range(args.rounds):
         answers = work / "answers" / f"{r:04d}.pt"
@@ -215,6 +215,11 @@ def train_head(pair, args, say):
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     state = resumed_state(head, opt, work / "checkpoint.pt", say)
     lm_rows = full_head[head.token_ids]
+    if state["step"] == 0 and args.init_from:  # the head trained on is the one to beat: saved only once bettered
+        scores = evaluate(head.eval(), held, full_head, args.unroll)
+        head.train()
+        state["best"] = expected_accepted(scores["0.7"])
+        say(f"{args.init_from} on the held-out set: 1 - TV by step at T 1 {scores['1.0']}, at T 0.7 {scores['0.7']}")
     loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
     budget = args.minutes * 60
     done = lambda: state["seconds"] >= budget or (args.steps and state["step"] >= args.steps)  # noqa: E731
@@ -241,9 +246,7 @@ def prepared_head(pair, work, args, say):
     ranked = sorted(range(pair.vocab_size), key=lambda v: (-float(mass[v]), v))
     coverage = {n: round(float(mass[ranked[:n]].sum() / mass.sum()), 4) for n in (4096, 8192, 16384, 32768)}
     say(f"draft vocabulary {args.draft_vocabulary}: share of the target's expected counts by size {coverage}")
-    head = new_head(pair.target, sorted(ranked[: args.draft_vocabulary]), layers).float()
-    for p in head.embed_tokens.parameters():
-        p.requires_grad = False
+    head = started_head(pair, ranked[: args.draft_vocabulary], layers, args.init_from, say)
     held = feature_set(pair, held_out_set(pair, work, args, say), work / "held_out_features.pt", layers, say)
     full_head = pair.target.get_output_embeddings().weight.detach().float()
     sizes = [n for n in (2048, 4096, 8192, 16384, 32768) if n < pair.vocab_size]
@@ -254,9 +257,26 @@ def prepared_head(pair, work, args, say):
     def meta(state, scores):
         return dict(target="SmolLM2-135M-Instruct", options=training_options(args, HEAD_OPTIONS), step=state["step"],
                     minutes=round(state["seconds"] / 60, 1), coverage=coverage, ceiling=ceiling, answers=len(items),
-                    answer_tokens=sum(len(x["ids"]) - x["first"] for x in items), held_out_acceptance_by_step=scores)
+                    answer_tokens=sum(len(x["ids"]) - x["first"] for x in items), held_out_acceptance_by_step=scores,
+                    **({"trained_on_from": {"source": args.init_from, **head.meta}} if args.init_from else {}))
 
     return head, items, held, full_head, meta
+
+
+def started_head(pair, ranked, layers, init_from, say):
+    """A new head over the ranked vocabulary, or (``init_from``) a shipped head to train on, over its own vocabulary
+    (its weights are trained over it), in float32 and trainable but for the shared embedding."""
+    if init_from:
+        head = load_head(init_from, pair.target).float()
+        say(f"training on from {init_from} (its draft vocabulary of {len(head.token_ids)}, "
+            f"{len(set(head.token_ids.tolist()) & set(ranked))} of them among the new data's top {len(ranked)})")
+        for p in head.parameters():
+            p.requires_grad = True
+    else:
+        head = new_head(pair.target, sorted(ranked), layers).float()
+    for p in head.embed_tokens.parameters():
+        p.requires_grad = False
+    return head.train()
 
 
 def resumed_state(head, opt, checkpoint, say):

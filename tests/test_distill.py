@@ -25,6 +25,25 @@ def test_instructions_are_many_distinct_and_exclude_held_out_prompts():
     assert round_prompts(prompts, len(prompts) // 8, 8)[0] == prompts[0]  # wraps around
 
 
+def test_every_kind_is_composed_in_equal_share_and_never_a_benchmark_or_held_out_prompt():
+    from bench import batch_bench, block_profile, drafts_bench, engine_bench, load_test, serving_bench, speedup_bench
+    from distill import kinds
+
+    general = data.instructions()
+    mixed = kinds.interleaved(general, never=data.EVAL_PROMPTS)
+    measured = {p for ps in kinds.benchmark_prompts().values() for p in ps} | set(data.EVAL_PROMPTS)
+    for module in (batch_bench, block_profile, drafts_bench, engine_bench, load_test, serving_bench, speedup_bench):
+        measured |= set(module.PROMPTS)
+    assert not set(mixed) & measured and len(measured) > 40
+    by_kind = kinds.by_kind(never=data.EVAL_PROMPTS)
+    assert set(by_kind) == set(kinds.benchmark_prompts()) - {"explanation"}
+    assert all(len(ps) >= 20 for ps in by_kind.values()) and sum(map(len, by_kind.values())) > 1500
+    first = mixed[:7 * 100]  # a round: each kind's share is its seventh
+    for kind, prompts in by_kind.items():
+        assert sum(p in set(prompts) for p in first) == 100, kind
+    assert len(mixed) <= len(general)
+
+
 def test_learnt_positions_are_the_answer():
     pair = tiny_pair()
     examples = data.sampled_answers(pair, ["Hello", "Once upon a time"], 12, 2, 0, lambda m: None)

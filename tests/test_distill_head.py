@@ -11,7 +11,7 @@ from cascade_core.head import load_head, new_head
 from cascade_core.models import tiny_pair
 from cascade_core.pair import make_pair
 from distill import data
-from distill.head import collate, evaluate, features_of, soft_cross_entropy, train_head, unrolled
+from distill.head import collate, evaluate, expected_accepted, features_of, soft_cross_entropy, train_head, unrolled
 
 LAYERS = (2, 2, 1)  # the defaults (2, L // 2, L - 3) for four layers
 
@@ -27,7 +27,8 @@ def four_layer_pair():
 def args_for(tmp_path, steps):
     return Namespace(rounds=2, round_prompts=6, answer_tokens=12, gen_batch=6, seed=0, draft_vocabulary=40,
                      eval_samples=1, batch_tokens=256, lr=3e-3, unroll=2, minutes=10.0, steps=steps, eval_every=5,
-                     compile=False, first_step_minutes=0.0, out=str(tmp_path / "head"), work=str(tmp_path / "work"))
+                     compile=False, first_step_minutes=0.0, out=str(tmp_path / "head"), work=str(tmp_path / "work"),
+                     init_from=None)
 
 
 def test_head_distillation_tiny(tmp_path):
@@ -56,6 +57,20 @@ def test_head_distillation_tiny(tmp_path):
     state = train_head(pair, args_for(tmp_path, 15), say)
     assert state["step"] == 15 and [c[0] for c in state["curve"]] == [5, 10, 15]
     assert kept == {p: p.stat().st_mtime_ns for p in kept}
+
+    # trained on from the saved head, on new data: its vocabulary kept, its held-out score the one to beat
+    said, shipped = [], load_head(tmp_path / "head", pair.target)
+    more = Namespace(**{**vars(args_for(tmp_path, 10)), "init_from": str(tmp_path / "head"), "seed": 1,
+                        "out": str(tmp_path / "head2"), "work": str(tmp_path / "work2")})
+    state = train_head(pair, more, said.append)
+    start = evaluate(shipped.float(), torch.load(tmp_path / "work2" / "held_out_features.pt"),
+                     pair.target.get_output_embeddings().weight.float(), 2)
+    assert any(m.endswith(f"at T 0.7 {start['0.7']}") for m in said)
+    assert (tmp_path / "head2").exists() == (state["best"] > expected_accepted(start["0.7"]))
+    if (tmp_path / "head2").exists():
+        again = load_head(tmp_path / "head2", pair.target)
+        assert torch.equal(again.token_ids, shipped.token_ids)
+        assert again.meta["trained_on_from"]["step"] == shipped.meta["step"]
 
 
 def test_batched_features_are_each_examples_own():
