@@ -210,14 +210,13 @@ def train_head(pair, args, say):
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)
-    head, items, held, full_head, meta = prepared_head(pair, work, args, say)
+    head, items, held, full_head, meta, shipped = prepared_head(pair, work, args, say)
     params = [p for n, p in head.named_parameters() if p.requires_grad and not n.startswith("embed_tokens.")]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     state = resumed_state(head, opt, work / "checkpoint.pt", say)
     lm_rows = full_head[head.token_ids]
-    if state["step"] == 0 and args.init_from:  # the head trained on is the one to beat: saved only once bettered
-        scores = evaluate(head.eval(), held, full_head, args.unroll)
-        head.train()
+    if state["step"] == 0 and shipped is not None:  # the shipped head is the one to beat: saved only once bettered
+        scores = evaluate(shipped.eval(), held, full_head, args.unroll)
         state["best"] = expected_accepted(scores["0.7"])
         say(f"{args.init_from} on the held-out set: 1 - TV by step at T 1 {scores['1.0']}, at T 0.7 {scores['0.7']}")
     loss_fn = torch.compile(soft_cross_entropy, dynamic=True) if args.compile else soft_cross_entropy
@@ -240,13 +239,14 @@ def train_head(pair, args, say):
 
 def prepared_head(pair, work, args, say):
     """(a new head over the draft vocabulary ranked from the target's answers, the training items, the held-out
-    features, the target's full output head, meta(state, scores): what a saved head records)."""
+    features, the target's full output head, meta(state, scores): what a saved head records, and the shipped head
+    trained on from (``--init-from``) or None)."""
     layers = default_aux_layers(pair.target.config.num_hidden_layers)
     items, mass = training_rounds(pair, work, args, layers, say)
     ranked = sorted(range(pair.vocab_size), key=lambda v: (-float(mass[v]), v))
     coverage = {n: round(float(mass[ranked[:n]].sum() / mass.sum()), 4) for n in (4096, 8192, 16384, 32768)}
     say(f"draft vocabulary {args.draft_vocabulary}: share of the target's expected counts by size {coverage}")
-    head = started_head(pair, ranked[: args.draft_vocabulary], layers, args.init_from, say)
+    head, start = started_head(pair, ranked[: args.draft_vocabulary], layers, args.init_from, say)
     held = feature_set(pair, held_out_set(pair, work, args, say), work / "held_out_features.pt", layers, say)
     full_head = pair.target.get_output_embeddings().weight.detach().float()
     sizes = [n for n in (2048, 4096, 8192, 16384, 32768) if n < pair.vocab_size]
@@ -258,25 +258,30 @@ def prepared_head(pair, work, args, say):
         return dict(target="SmolLM2-135M-Instruct", options=training_options(args, HEAD_OPTIONS), step=state["step"],
                     minutes=round(state["seconds"] / 60, 1), coverage=coverage, ceiling=ceiling, answers=len(items),
                     answer_tokens=sum(len(x["ids"]) - x["first"] for x in items), held_out_acceptance_by_step=scores,
-                    **({"trained_on_from": {"source": args.init_from, **head.meta}} if args.init_from else {}))
+                    **({"continued_from": {"source": args.init_from, **start.meta}} if start else {}))
 
-    return head, items, held, full_head, meta
+    return head, items, held, full_head, meta, start
 
 
 def started_head(pair, ranked, layers, init_from, say):
-    """A new head over the ranked vocabulary, or (``init_from``) a shipped head to train on, over its own vocabulary
-    (its weights are trained over it), in float32 and trainable but for the shared embedding."""
+    """A new head over the vocabulary ranked from this run's answers; with ``init_from``, a shipped head's weights
+    carried over onto it (its layer, fc and norm, and the LM head's rows of the tokens both vocabularies hold; the
+    others start, as a new head's do, as the target's rows). Float32, trainable but for the shared embedding."""
+    head = new_head(pair.target, sorted(ranked), layers).float()
     if init_from:
-        head = load_head(init_from, pair.target).float()
-        say(f"training on from {init_from} (its draft vocabulary of {len(head.token_ids)}, "
-            f"{len(set(head.token_ids.tolist()) & set(ranked))} of them among the new data's top {len(ranked)})")
-        for p in head.parameters():
-            p.requires_grad = True
-    else:
-        head = new_head(pair.target, sorted(ranked), layers).float()
+        shipped = load_head(init_from, pair.target).float()
+        rows = {int(t): k for k, t in enumerate(shipped.token_ids)}
+        shared = [(k, rows[int(t)]) for k, t in enumerate(head.token_ids) if int(t) in rows]
+        own = {n: v for n, v in shipped.state_dict().items() if n.split(".")[0] not in ("lm_head", "d2t", "t2d")}
+        head.load_state_dict(own, strict=False)
+        with torch.no_grad():
+            new, old = map(torch.tensor, zip(*shared))
+            head.lm_head.weight[new] = shipped.lm_head.weight[old]
+        say(f"training on from {init_from}: {len(shared)} of its {len(rows)} draft tokens are among this run's top "
+            f"{len(ranked)}, their LM-head rows kept")
     for p in head.embed_tokens.parameters():
         p.requires_grad = False
-    return head.train()
+    return head.train(), shipped if init_from else None
 
 
 def resumed_state(head, opt, checkpoint, say):

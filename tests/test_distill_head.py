@@ -11,7 +11,8 @@ from cascade_core.head import load_head, new_head
 from cascade_core.models import tiny_pair
 from cascade_core.pair import make_pair
 from distill import data
-from distill.head import collate, evaluate, expected_accepted, features_of, soft_cross_entropy, train_head, unrolled
+from distill.head import (collate, evaluate, expected_accepted, features_of, soft_cross_entropy, started_head,
+                          train_head, unrolled)
 
 LAYERS = (2, 2, 1)  # the defaults (2, L // 2, L - 3) for four layers
 
@@ -58,7 +59,7 @@ def test_head_distillation_tiny(tmp_path):
     assert state["step"] == 15 and [c[0] for c in state["curve"]] == [5, 10, 15]
     assert kept == {p: p.stat().st_mtime_ns for p in kept}
 
-    # trained on from the saved head, on new data: its vocabulary kept, its held-out score the one to beat
+    # trained on from the saved head, on new data: its weights carried over, its held-out score the one to beat
     said, shipped = [], load_head(tmp_path / "head", pair.target)
     more = Namespace(**{**vars(args_for(tmp_path, 10)), "init_from": str(tmp_path / "head"), "seed": 1,
                         "out": str(tmp_path / "head2"), "work": str(tmp_path / "work2")})
@@ -68,9 +69,20 @@ def test_head_distillation_tiny(tmp_path):
     assert any(m.endswith(f"at T 0.7 {start['0.7']}") for m in said)
     assert (tmp_path / "head2").exists() == (state["best"] > expected_accepted(start["0.7"]))
     if (tmp_path / "head2").exists():
-        again = load_head(tmp_path / "head2", pair.target)
-        assert torch.equal(again.token_ids, shipped.token_ids)
-        assert again.meta["trained_on_from"]["step"] == shipped.meta["step"]
+        assert load_head(tmp_path / "head2", pair.target).meta["continued_from"]["step"] == shipped.meta["step"]
+
+    # what is carried over onto a vocabulary ranked anew: all but the LM head, and its rows of the shared tokens
+    ranked = list(range(20, 60))  # 20 of the shipped head's 40 tokens at most
+    head, start = started_head(pair, ranked, LAYERS, str(tmp_path / "head"), said.append)
+    assert start.meta == shipped.meta and head.token_ids.tolist() == ranked
+    assert torch.equal(head.fc.weight, shipped.fc.weight.float())
+    assert torch.equal(head.midlayer.mlp.down_proj.weight, shipped.midlayer.mlp.down_proj.weight.float())
+    target_rows = pair.target.get_output_embeddings().weight.float()
+    for k, t in enumerate(ranked):
+        row = (shipped.token_ids == t).nonzero()
+        want = shipped.lm_head.weight[row[0, 0]].float() if len(row) else target_rows[t]
+        assert torch.equal(head.lm_head.weight[k], want), t
+    assert 0 < sum(int(t) in set(ranked) for t in shipped.token_ids) < 40
 
 
 def test_batched_features_are_each_examples_own():
