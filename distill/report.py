@@ -80,6 +80,16 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
     return text
 
 
+def continued_head_text(earlier):
+    """How the head a run trained on from was made (``--init-from``: a chain, newest first)."""
+    if not earlier:
+        return ""
+    scores = " / ".join(f"{v:.3f}" for v in earlier["held_out_acceptance_by_step"]["0.7"])
+    return (f" It trained on from {earlier['source']}, made with `{earlier['options']}` (step {earlier['step']}, "
+            f"{earlier['answers']} answers; held-out 1 - TV by step at T 0.7 on its own held-out set {scores})."
+            + continued_head_text(earlier.get("continued_from")))
+
+
 def head_report(work, gamma=3, n_tokens=48, temperature=0.7, say=print):
     """Markdown for docs/benchmarks.md on the bundled head (assets/head-smollm2): how it was trained (``work``: its
     training folder), the draft vocabulary's coverage and ceiling, held-out 1 - TV by drafting step, the engine's
@@ -105,7 +115,8 @@ def head_report(work, gamma=3, n_tokens=48, temperature=0.7, say=print):
         f"(report: `--head --report-only`), {time.strftime('%Y-%m-%d')}. Shipped: the best held-out checkpoint, step "
         f"{meta['step']} after {meta['minutes']} training minutes; {meta['answers']} of the target's answers "
         f"({meta['answer_tokens']} answer tokens) to composed instructions; its own weights in float16 "
-        f"({(BUNDLED_HEAD / 'model.safetensors').stat().st_size / 2**20:.1f} MiB), the embedding is the target's.", "",
+        f"({(BUNDLED_HEAD / 'model.safetensors').stat().st_size / 2**20:.1f} MiB), the embedding is the target's."
+        + continued_head_text(meta.get("continued_from")), "",
         "Held-out prompts (never trained on): " + "; ".join(data.EVAL_PROMPTS) + ".", "",
         "- Share of the target's expected counts over its training answers held by the n most frequent tokens: "
         + ", ".join(f"{n}: {v:.3f}" for n, v in meta["coverage"].items()) + ".",
