@@ -183,9 +183,14 @@ def test_a_run_pressed_during_a_rule_changes_rerun_is_the_one_shown(page):
     """The rule change starts a re-run; Run pressed at once takes the view: one Done, the Run's own tokens."""
     choose_rule(page, "v1")
     page.click("#run")
-    page.wait_for_function(f"() => ({STATUS})().startsWith('Done')", timeout=30000)
-    done = page.evaluate(STATUS)
-    page.wait_for_timeout(1500)
+    # the re-run may end before the click lands (the tiny pair writes 64 tokens in well under a second on a fast
+    # CPU); then the Run starts after its Done: wait for a Done that holds
+    for _ in range(20):
+        page.wait_for_function(f"() => ({STATUS})().startsWith('Done')", timeout=30000)
+        done = page.evaluate(STATUS)
+        page.wait_for_timeout(1500)
+        if page.evaluate(STATUS) == done:
+            break
     assert page.evaluate(STATUS) == done
     alpha = float(page.input_value("#alpha input[type=number]"))
     expected = generate(load_pair("tiny"), PROMPT, **{**RUN, "rule": "v1", "alpha": alpha})
