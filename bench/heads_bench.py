@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from bench.kinds_bench import KINDS, LONG, TEMPERATURE, acceptance_by_offset  # noqa: E402
+from bench.kinds_bench import KINDS, TEMPERATURE, acceptance_by_offset, tokens_for  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.head import load_head  # noqa: E402
@@ -34,7 +34,7 @@ def traces_by_kind(pair, gamma, rounds, n):
             for seed in range(rounds):
                 out.setdefault(kind, []).append(generate(
                     pair, prompt, rule="lossless", gamma=gamma, temperature=TEMPERATURE, seed=seed,
-                    max_new_tokens=2 * n if kind in LONG else n, stop_at_eos=False))
+                    max_new_tokens=tokens_for(kind, n), stop_at_eos=False))
     return out
 
 

@@ -36,6 +36,11 @@ TEMPERATURE = 0.7  # the app's default
 METHODS = [("target", 0.0), ("v3", 0.5), ("lossless", 0.0)]  # the app's default rule and the lossless one, gamma auto
 
 
+def tokens_for(kind, n):
+    """The tokens a prompt of this kind runs: long answers twice the others'."""
+    return 2 * n if kind in LONG else n
+
+
 def run(pair, prompt, rule, alpha, seed, n):
     start = time.perf_counter()
     trace = generate(pair, prompt, rule=rule, alpha=alpha, gamma="auto" if rule != "target" else 1,
@@ -74,9 +79,8 @@ def measure(pair, rounds, n, say):
         for i, (kind, prompt) in enumerate((k, p) for k, ps in KINDS.items() for p in ps):
             turn = (r + i) % len(METHODS)
             for rule, alpha in METHODS[turn:] + METHODS[:turn]:
-                tokens = 2 * n if kind in LONG else n
                 results.setdefault((kind, prompt), {}).setdefault(rule, []).append(
-                    run(pair, prompt, rule, alpha, r, tokens))
+                    run(pair, prompt, rule, alpha, r, tokens_for(kind, n)))
         say(f"round {r + 1}/{rounds} done")
     return results
 

@@ -246,7 +246,7 @@ def prepared_head(pair, work, args, say):
     ranked = sorted(range(pair.vocab_size), key=lambda v: (-float(mass[v]), v))
     coverage = {n: round(float(mass[ranked[:n]].sum() / mass.sum()), 4) for n in (4096, 8192, 16384, 32768)}
     say(f"draft vocabulary {args.draft_vocabulary}: share of the target's expected counts by size {coverage}")
-    head, start = started_head(pair, ranked[: args.draft_vocabulary], layers, args.init_from, say)
+    head, shipped = started_head(pair, ranked[: args.draft_vocabulary], layers, args.init_from, say)
     held = feature_set(pair, held_out_set(pair, work, args, say), work / "held_out_features.pt", layers, say)
     full_head = pair.target.get_output_embeddings().weight.detach().float()
     sizes = [n for n in (2048, 4096, 8192, 16384, 32768) if n < pair.vocab_size]
@@ -258,16 +258,16 @@ def prepared_head(pair, work, args, say):
         return dict(target="SmolLM2-135M-Instruct", options=training_options(args, HEAD_OPTIONS), step=state["step"],
                     minutes=round(state["seconds"] / 60, 1), coverage=coverage, ceiling=ceiling, answers=len(items),
                     answer_tokens=sum(len(x["ids"]) - x["first"] for x in items), held_out_acceptance_by_step=scores,
-                    **({"continued_from": {"source": args.init_from, **start.meta}} if start else {}))
+                    **({"continued_from": {"source": args.init_from, **shipped.meta}} if shipped else {}))
 
-    return head, items, held, full_head, meta, start
+    return head, items, held, full_head, meta, shipped
 
 
 def started_head(pair, ranked, layers, init_from, say):
     """A new head over the vocabulary ranked from this run's answers; with ``init_from``, a shipped head's weights
     carried over onto it (its layer, fc and norm, and the LM head's rows of the tokens both vocabularies hold; the
     others start, as a new head's do, as the target's rows). Float32, trainable but for the shared embedding."""
-    head = new_head(pair.target, sorted(ranked), layers).float()
+    head, shipped = new_head(pair.target, sorted(ranked), layers).float(), None
     if init_from:
         shipped = load_head(init_from, pair.target).float()
         rows = {int(t): k for k, t in enumerate(shipped.token_ids)}
@@ -281,7 +281,7 @@ def started_head(pair, ranked, layers, init_from, say):
             f"{len(ranked)}, their LM-head rows kept")
     for p in head.embed_tokens.parameters():
         p.requires_grad = False
-    return head.train(), shipped if init_from else None
+    return head.train(), shipped
 
 
 def resumed_state(head, opt, checkpoint, say):
