@@ -31,3 +31,28 @@ def test_write_section_replaces_by_key_whatever_the_numbers_in_the_title(tmp_pat
     assert text.count(key) == 1
     assert "old" not in text
     assert text.index(f"{key}, draft (1 - TV 0.41)\n\nnew") < text.index("## Bundled draft: draft (1 - TV 0.33)")
+
+
+def test_short_calls_profile_reads_py_spys_samples_by_thread(tmp_path):
+    """py-spy's collapsed stacks (thread;frame;...;frame count) read as each thread's share of the wall time, the
+    innermost of this repository's frames and the leaf frames; AnyIO's workers pooled, line numbers dropped."""
+    from bench.short_calls_profile import RATE, thread_shares
+
+    raw = tmp_path / "server.txt"
+    raw.write_text("\n".join([
+        "thread (1): MainThread;main (app.py:77);step (cascade_core/batch.py:110);forward (cascade_core/cached.py:39);"
+        "Linear.forward (torch/nn/modules/linear.py:125) 60",
+        "thread (1): MainThread;main (app.py:77);step (cascade_core/batch.py:120);"
+        "untempered_and_tempered (cascade_core/sampling.py:87) 20",
+        "thread (2): Thread-1 (run);Server.run (uvicorn/server.py:69);EpollSelector.select (selectors.py:468) 30",
+        "thread (3): AnyIO worker thread;api_run (app/explore.py:272);dumps (cascade_core/strict_json.py:20) 5",
+        "thread (4): AnyIO worker thread;WorkerThread.run (anyio/_backends/_asyncio.py:1113);"
+        "Condition.wait (threading.py:327) 5"]) + "\n")
+    shares = thread_shares(raw, seconds=100 / RATE)
+    assert list(shares) == ["MainThread", "Thread-1 (run)", "AnyIO workers"]
+    running, ours, leaves = shares["MainThread"]
+    assert running == 0.8
+    assert ours == [("forward (cascade_core/cached.py)", 0.6), ("untempered_and_tempered (cascade_core/sampling.py)", 0.2)]
+    assert leaves == [("Linear.forward (linear.py)", 0.6), ("untempered_and_tempered (sampling.py)", 0.2)]
+    assert shares["Thread-1 (run)"] == (0.3, [], [("EpollSelector.select (selectors.py)", 0.3)])
+    assert shares["AnyIO workers"][0] == 0.1 and shares["AnyIO workers"][1] == [("dumps (cascade_core/strict_json.py)", 0.05)]
