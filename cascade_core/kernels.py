@@ -72,8 +72,9 @@ def _sample(linears):
 
 def time_paths(weights, rows, repeats=5):
     """Fastest seconds of one pass over the weights with F.linear and with W @ x^T (and, for one row, padded to
-    two), runs alternating. The fastest, not the median: a burst of another tenant's load only adds time, and a
-    verdict is kept for good (one measured in a burst on this VM kept one-row decoding on a path 1.8x slower)."""
+    two), runs alternating. The fastest, not the median: a burst of another job's load only adds time, and a
+    verdict is kept for good (one timed in a burst once kept this VM's one-row decoding on the slow path:
+    docs/benchmarks.md, "The default, prompt by prompt")."""
     inputs = {w.shape[1]: torch.randn(rows, w.shape[1], dtype=w.dtype) for w in weights}
     paths = {"linear": lambda x, w: F.linear(x, w), "thin": _thin, **({"padded": _padded} if rows == 1 else {})}
     times = {name: [] for name in paths}
