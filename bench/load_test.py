@@ -114,16 +114,22 @@ def short_beside_long(url, longs=16, shorts=14, long_tokens=1000, short_tokens=1
     client = Client(url, verbose=False)
     jobs = [client.submit(**request(i, long_tokens), api_name="/run") for i in range(longs)]
     time.sleep(3)
+    latencies = sent_together(clients, short_tokens)
+    for job in jobs:
+        job.cancel()
+    return alone, sorted(latencies)
+
+
+def sent_together(clients, tokens):
+    """The latencies of one short /run per client, all sent at once (one thread each), in the order they ended."""
     latencies = []
-    threads = [threading.Thread(target=lambda i=i: latencies.append(timed_predict(clients[i], request(i, short_tokens))))
-               for i in range(shorts)]
+    threads = [threading.Thread(target=lambda i=i, c=c: latencies.append(timed_predict(c, request(i, tokens))))
+               for i, c in enumerate(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    for job in jobs:
-        job.cancel()
-    return alone, sorted(latencies)
+    return latencies
 
 
 def short_calls_report(pair, url):

@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gradio_client import Client  # noqa: E402
 
-from bench.load_test import request, timed_predict  # noqa: E402
+from bench.load_test import request, sent_together, timed_predict  # noqa: E402
 from bench.server import app_process  # noqa: E402
 
 RATE = 200  # py-spy samples per second
@@ -32,13 +31,8 @@ RATE = 200  # py-spy samples per second
 
 def burst(clients, tokens):
     """(latencies, the callers' CPU seconds) of one call per client sent together."""
-    latencies, before = [], os.times()
-    threads = [threading.Thread(target=lambda c=c, i=i: latencies.append(timed_predict(c, request(i, tokens))))
-               for i, c in enumerate(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    before = os.times()
+    latencies = sent_together(clients, tokens)
     after = os.times()
     return latencies, after.user - before.user + after.system - before.system
 
@@ -90,6 +84,7 @@ def main():
     for latencies, cpu in results:
         print(f"{args.calls} together: p50 {statistics.median(latencies):.3f} s, max {max(latencies):.3f} s; "
               f"the callers' CPU {cpu:.2f} s")
+    # py-spy sampled from its start: the second it was given to attach, then the bursts
     for thread, (share, held, leaves) in thread_shares(raw, seconds + 1).items():
         print(f"{thread}: running {share:.0%} of the wall time")
         for title, frames in (("  our frames", held), ("  leaves", leaves)):

@@ -94,7 +94,8 @@ def choose_kernels(model, verdicts_path):
     the verdicts file."""
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     shapes = sorted({tuple(m.weight.shape) for m in linears})
-    key = json.dumps([cpu_description(), torch.__version__, "linear, thin, padded; fastest of 5", str(model.dtype), shapes])
+    key = json.dumps([cpu_description(), torch.__version__, "linear, thin, padded; fastest of 5", str(model.dtype),
+                      shapes])
     path = verdicts_path
     verdicts = json.loads(path.read_text()) if path.exists() else {}
     if key not in verdicts:

@@ -52,7 +52,9 @@ def test_short_calls_profile_reads_py_spys_samples_by_thread(tmp_path):
     assert list(shares) == ["MainThread", "Thread-1 (run)", "AnyIO workers"]
     running, ours, leaves = shares["MainThread"]
     assert running == 0.8
-    assert ours == [("forward (cascade_core/cached.py)", 0.6), ("untempered_and_tempered (cascade_core/sampling.py)", 0.2)]
+    assert ours == [("forward (cascade_core/cached.py)", 0.6),
+                    ("untempered_and_tempered (cascade_core/sampling.py)", 0.2)]
     assert leaves == [("Linear.forward (linear.py)", 0.6), ("untempered_and_tempered (sampling.py)", 0.2)]
     assert shares["Thread-1 (run)"] == (0.3, [], [("EpollSelector.select (selectors.py)", 0.3)])
-    assert shares["AnyIO workers"][0] == 0.1 and shares["AnyIO workers"][1] == [("dumps (cascade_core/strict_json.py)", 0.05)]
+    assert shares["AnyIO workers"][0] == 0.1
+    assert shares["AnyIO workers"][1] == [("dumps (cascade_core/strict_json.py)", 0.05)]
