@@ -22,14 +22,15 @@ def total_variation(q, p):
 
 
 def max_prob(d):
-    """The largest probability at each position. amax, not max(-1): max also finds the index, and over a block's
-    [4, 49,152] that took 0.21 ms against amax's 0.02 ms on the 2-core EPYC (the engine takes ~15 per block)."""
+    """The largest probability at each position. amax, not max(-1): max also finds the index, which
+    no reader needs and which costs ten times the reduction (the engine takes ~15 per block; docs/benchmarks.md,
+    "Measured choices")."""
     return d.amax(-1)
 
 
 def log_of(d):
     """log d, 1e-30 where a probability is 0 (its term in a divergence is then 0 * finite). In place on the clamp's
-    fresh tensor: log() into yet another new [5, 49,152] tensor took 0.77 ms against 0.14 ms (2-core EPYC)."""
+    fresh tensor: one [n, V] tensor fewer to allocate and fill (docs/benchmarks.md, "Measured choices")."""
     return d.clamp_min(1e-30).log_()
 
 

@@ -2,18 +2,18 @@
 
 Decoding multiplies 1 to gamma + 1 rows by every weight: memory-bound products whose fastest BLAS path
 differs between CPUs and shapes. On one project machine (AVX-512/AMX) ``W @ x^T`` beat ``F.linear`` for every
-row count; on a 2-core AVX2 EPYC one cached 576 x 1536 layer is 2.4x slower that way, yet over the whole
-bundled target, streamed from memory, it is on par for one row and twice as fast for five. So nothing is
+row count; on a 2-core AVX2 EPYC one cached layer is slower that way, yet over the whole bundled target,
+streamed from memory, it is on par for one row and faster for several (docs/benchmarks.md, "Measured choices"). So nothing is
 assumed: ``choose_kernels`` times both over the model's own weights for every row count a block can have,
 keeps transformers' ``F.linear`` unless ``W @ x^T`` is clearly faster, and caches the verdict per machine (CPU,
 its flags, torch version, dtype and weight shapes). Only the BLAS's summation order can differ between them.
 
-One row has a third candidate, ``padded``: the row twice through ``W @ x^T``, keeping the first. On the 2-core
-AVX2 EPYC a two-row product streams the weights faster than MKL's one-row path (bundled target 58.8 vs 65.5 ms
-per token, draft 8.3 vs 10.3 ms, in one process), so target-only decoding and every draft call take it there.
+One row has a third candidate, ``padded``: the row twice through ``W @ x^T``, keeping the first. Where a
+two-row product streams the weights faster than the BLAS's one-row path (the 2-core AVX2 EPYC), target-only
+decoding and every draft call take it.
 
-The draft stays in the target's dtype: in float16 the bundled draft's call took 5.4 ms against 8.9 ms here, but a
-batched row's q then differed from its solo run's by 2.5e-3 in TV (float16 rounds the products of 1 and of n
+The draft stays in the target's dtype: float16 made the bundled draft's call faster, but a batched row's q then
+differed from its solo run's by 2.5e-3 in TV (float16 rounds the products of 1 and of n
 rows differently), so Compare's rows would part from the runs Explore shows for the same settings.
 """
 import json
@@ -48,7 +48,7 @@ def cpu_description():
 def _thin(x, weight):
     """y = x W^T computed as (W x^T)^T."""
     # Row-major rows, whatever layout x arrived in (an earlier product's output is a transposed view): MKL reads
-    # a transposed B 2.6x faster than a contiguous [k, rows] one (the MLP's 576 x 1536 product, 5 rows, AVX2 EPYC).
+    # a transposed B much faster than a contiguous [k, rows] one (docs/benchmarks.md, "Measured choices").
     flat = x.reshape(-1, x.shape[-1]).contiguous()
     return (weight @ flat.T).T.reshape(*x.shape[:-1], weight.shape[0])
 

@@ -268,8 +268,8 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
     "model" / "head" for a target KNOWN_DRAFTS lists. Real pairs on the
     CPU use the matrix products measured faster here; ``measured_kernels=False`` keeps transformers' own path
     (the benchmarks' baseline). ``compiled=True``: the static-cache compiled decode path (``compile_pair``), faster
-    per token once compiled (CPU, bundled: 52 vs 65 ms), but each new shape first compiles for about a minute
-    and a half on a CPU."""
+    per token once compiled, but each new shape first compiles for a minute or more on a CPU (docs/benchmarks.md,
+    "Measured choices")."""
     pair = _load(name, target, draft, dtype, device, progress, trust_remote_code, measured_kernels)
     return compile_pair(pair) if compiled else pair
 

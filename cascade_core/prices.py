@@ -6,7 +6,7 @@ The cost model (costs.py) prices a block by three calls, each as the engine make
 tokens. In units of the first, c = draft / target and v(n) = verification(n) / target; Leviathan et al.'s
 (2023) estimate assumes v = 1, but a small CPU pays more for n rows than for one. Each price is measured the first
 time it is asked for and kept on the pair. A pair on the compiled path is not priced: each call shape is a graph of
-its own to compile (about 97 s on the 2-core EPYC), for shapes its decoding may never use.
+its own to compile (a minute or more on a CPU), for shapes its decoding may never use.
 """
 import statistics
 import time

@@ -222,8 +222,8 @@ def attempt(run, undo, rows, trial=False):
     where it succeeds."""
     # Inference mode around each block, never across a yield: grad mode belongs to a thread and is restored on exit,
     # so a context held across yields would end wherever the generator is resumed from (another thread: not in it)
-    # or when an interleaved generator leaves its own. A bundled 4-token verification with autograd recording took
-    # 107 ms against 62 ms.
+    # or when an interleaved generator leaves its own; and a block with autograd recording is much slower
+    # (docs/benchmarks.md, "Measured choices").
     try:
         with torch.inference_mode():
             result = run(rows)

@@ -40,8 +40,8 @@ CHUNK = 32
 @functools.lru_cache(maxsize=1 << 12)
 def _chunk(seed, k):
     """Positions k * CHUNK .. (k + 1) * CHUNK - 1's uniforms, drawn together and kept: one position's generator
-    drawn alone between two model calls took ~100 us (its code cold after a forward; 0.17 ms a block, 2-core EPYC),
-    32 in a row ~10 us each, and a block after a rejection draws again the positions it drafted past it."""
+    drawn alone between two model calls runs cold after a forward, 32 in a row cost a tenth each, and a block after a
+    rejection draws again the positions it drafted past it (docs/benchmarks.md, "Measured choices")."""
     return torch.tensor(np.array([np.random.default_rng([seed, pos]).random(3) for pos in range(k * CHUNK,
                                                                                                (k + 1) * CHUNK)]))
 
@@ -57,8 +57,8 @@ def sample_inverse_cdf(d, u):
     total = cdf[:, -1:]
     target = u.to(cdf.device).unsqueeze(-1) * total
     idx = torch.searchsorted(cdf, target, right=True).clamp_max_(d.shape[-1] - 1)
-    # the bin's edges, the target and the total read back in one list: a draw is a few rows, and each tensor op
-    # between two model calls costs ~5 us (a draft's draw took ~20 of them)
+    # the bin's edges, the target and the total read back in one list: a draw is a few rows, and between two model
+    # calls each tensor op costs more in dispatch than in arithmetic
     numbers = torch.cat([cdf.gather(-1, torch.cat([idx - 1, idx], -1).clamp_min_(0)), target, total], -1).tolist()
     margins = [min(t - (lower if i > 0 else 0.0), upper - t) / whole
                for (lower, upper, t, whole), i in zip(numbers, idx.view(-1).tolist())]
@@ -85,7 +85,7 @@ def untempered_and_tempered(logits, temperature, model=None):
         tempered = torch.zeros_like(untempered).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     else:
         tempered = untempered if temperature == 1 else torch.softmax(logits / temperature, -1)
-    # One reduction checks both (each is ~50 us over 49,152 tokens on the 2-core EPYC, four per drafting step before):
+    # One reduction checks both (a pass over the vocabulary each, four per drafting step before):
     # a softmax is in [0, 1] or NaN, NaN throughout a row whose logits hold a NaN or +inf or are all -inf, and the
     # tempered one also where finite logits overflow once divided by a tiny temperature. At T = 0 the one-hot is
     # finite whatever the logits, so the untempered one is checked.

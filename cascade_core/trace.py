@@ -24,8 +24,8 @@ class Detokenizer:
     tokens lands on the token that completes it). Without a tokenizer (transformers' entry) texts are empty.
 
     One per tokenizer (``for_tokenizer``), so that every row shares its memo of single tokens' texts: a block's
-    records name ~40 tokens (the top-10 of q and p), and decoding them each block took 1.1 ms of the engine's ~4
-    (docs/benchmarks.md, "Engine time per block")."""
+    records name ~40 tokens (the top-10 of q and p), whose decoding was a quarter of the engine's own time
+    (docs/benchmarks.md, "Measured choices")."""
 
     WINDOW = 8
     _shared = weakref.WeakKeyDictionary()
