@@ -144,6 +144,16 @@ def section_key(pair):
     return f"## Engine benchmark on {pair.target.device.type}: {pair.name} pair"
 
 
+def kernel_routes(pair):
+    """Per weight shape, the measured routes other than F.linear over the count itself, e.g. "576x1536: 1 thin over
+    2, 3 thin over 4"."""
+    def described(routes):
+        return ", ".join(f"{rows} {path}" + (f" over {computed}" if computed != rows else "")
+                         for rows, (path, computed) in sorted(routes.items()) if (path, computed) != ("linear", rows))
+    shapes = (pair.kernels or {}).get("routes", {})
+    return "; ".join(f"{shape}: {described(routes) or 'F.linear'}" for shape, routes in sorted(shapes.items())) or "none"
+
+
 def markdown(pair, s, runs, n, gamma, no_compile):
     fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     device = torch.cuda.get_device_name() if pair.target.device.type == "cuda" else cpu_description()
@@ -174,9 +184,8 @@ def markdown(pair, s, runs, n, gamma, no_compile):
         f"{s['bandwidth']['stream'] / 1e9:.1f} GB/s ({s['cap']['stream']:.1f} tokens/s), matrix-vector read "
         f"{s['bandwidth']['gemv'] / 1e9:.1f} GB/s ({s['cap']['gemv']:.1f} tokens/s).",
         f"- Forward costs (median, cached, 32-token context), {costs}.",
-        f"- Measured kernels: W @ x^T for {pair.kernels['thin_rows'] if pair.kernels else []} rows"
-        f"{', one row padded to two' if pair.kernels and pair.kernels.get('pad_one_row') else ''}, F.linear for the "
-        "rest (timed over the model's own weights, once per machine; `cascade_core/kernels.py`).",
+        f"- Measured kernels (rows: path over the rows computed): {kernel_routes(pair)}; F.linear for the rest "
+        "(timed over the model's own weights, once per machine; `cascade_core/kernels.py`).",
         "- Ours target only and lossless keep no per-position records, as the transformers entry runs them; the "
         "rule rows keep them, as the explorer does (the records-skipped row shows what they cost).",
         "- Cost-model estimate: (1 - a^(g+1)) / ((1 - a)((g+1) c + 1)) with the measured acceptance a and eager c; the "
