@@ -145,13 +145,10 @@ def section_key(pair):
 
 
 def kernel_routes(pair):
-    """Per weight shape, the measured routes other than F.linear over the count itself, e.g. "576x1536: 1 thin over
-    2, 3 thin over 4"."""
-    def described(routes):
-        return ", ".join(f"{rows} {path}" + (f" over {computed}" if computed != rows else "")
-                         for rows, (path, computed) in sorted(routes.items()) if (path, computed) != ("linear", rows))
-    shapes = (pair.kernels or {}).get("routes", {})
-    return "; ".join(f"{shape}: {described(routes) or 'F.linear'}" for shape, routes in sorted(shapes.items())) or "none"
+    """The measured routes other than F.linear over the count itself, e.g. "1 thin over 2, 2 thin, 3 thin over 4"."""
+    routes = (pair.kernels or {}).get("routes", {})
+    return ", ".join(f"{rows} {path}" + (f" over {computed}" if computed != rows else "")
+                     for rows, (path, computed) in sorted(routes.items()) if (path, computed) != ("linear", rows)) or "none"
 
 
 def markdown(pair, s, runs, n, gamma, no_compile):

@@ -137,7 +137,7 @@ class Batch:
     def named(self, error, p_logits):
         """The error, or the one naming the target where its logits are broken (checked here, after the fact: the
         tempering's one reduction already tells whether anything is wrong, and a check before it cost time in every
-        block: (docs/benchmarks.md, "Measured choices"))."""
+        block: docs/benchmarks.md, "Measured choices")."""
         try:
             if p_logits is not None:
                 finite(p_logits, self.target.model)

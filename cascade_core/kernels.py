@@ -10,8 +10,8 @@ and caches the timings per machine (CPU, its flags, torch version, dtype and wei
 A row count can also be computed as a larger one: its rows padded with zero rows, the first kept (a row's product
 does not read the others). The BLAS's kernels do not get slower with every row (on the EPYC two rows stream the
 weights faster than one, four faster than three, sixteen than twelve), so each count takes the fastest path of
-any count at or above it: a block is never much cheaper than a shorter one, which gamma "auto"
-would otherwise price. Only the BLAS's summation order can differ between paths.
+any count at or above it: a shorter block's products never cost clearly more than a longer one's, which gamma
+"auto" would otherwise have to price. Only the BLAS's summation order can differ between paths.
 
 The draft stays in the target's dtype: float16 made the bundled draft's call faster, but a batched row's q then
 differed from its solo run's by 2.5e-3 in TV (float16 rounds the products of 1 and of n

@@ -58,3 +58,12 @@ def test_short_calls_profile_reads_py_spys_samples_by_thread(tmp_path):
     assert shares["Thread-1 (run)"] == (0.3, [], [("EpollSelector.select (selectors.py)", 0.3)])
     assert shares["AnyIO workers"][0] == 0.1
     assert shares["AnyIO workers"][1] == [("dumps (cascade_core/strict_json.py)", 0.05)]
+
+
+def test_the_engine_benchmark_names_the_measured_routes():
+    """The routes other than F.linear over the count itself, in row order; a pair without measured kernels: none."""
+    import types
+    from bench.engine_bench import kernel_routes
+    pair = types.SimpleNamespace(kernels={"routes": {3: ("thin", 3), 1: ("thin", 2), 2: ("linear", 2)}})
+    assert kernel_routes(pair) == "1 thin over 2, 3 thin"
+    assert kernel_routes(types.SimpleNamespace(kernels=None)) == "none"
