@@ -67,3 +67,22 @@ def test_the_engine_benchmark_names_the_measured_routes():
     pair = types.SimpleNamespace(kernels={"routes": {3: ("thin", 3), 1: ("thin", 2), 2: ("linear", 2)}})
     assert kernel_routes(pair) == "1 thin over 2, 3 thin"
     assert kernel_routes(types.SimpleNamespace(kernels=None)) == "none"
+
+
+def test_headroom_prices_each_term_apart(tmp_path):
+    """The headroom table writes its section, and each term moves the projection the way the cost model says: less
+    engine time or a cheaper draft call never slows it, more acceptance speeds it up."""
+    from bench.headroom import grid, main
+    out = tmp_path / "bench.md"
+    text = main(["--pair", "tiny", "--max-new-tokens", "4", "--out", str(out)])
+    assert out.read_text().startswith("# Benchmarks") and "## What holds the default's speed-up back: tiny pair" in text
+    from cascade_core import load_pair
+    pair = load_pair("tiny")
+    rows, columns, cells = grid(pair, 0.3, 2e-3)
+    speed = {key: s for key, (s, _) in cells.items()}
+    measured, faster, free, cheaper_draft = (c for c, _, _ in columns)
+    for r, _ in rows:
+        assert speed[r, faster] > speed[r, measured] and speed[r, free] > speed[r, faster]
+        assert speed[r, cheaper_draft] > speed[r, measured]
+    assert [speed[r, measured] for r, _ in rows] == sorted(speed[r, measured] for r, _ in rows)
+    assert len(rows) == 5  # 0.3 as measured, then 0.55 .. 0.70
