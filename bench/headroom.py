@@ -61,8 +61,9 @@ def grid(pair, acceptance, engine_seconds):
 def markdown(pair, n, acceptance, engine_seconds):
     rows, columns, cells = grid(pair, acceptance, engine_seconds)
     price = block_prices(pair)(3)
-    lines = [f"## What holds the default's speed-up back: {pair.name} pair, {pair.draft_kind} draft, {cpu_description()}",
-             "", f"`python bench/headroom.py --pair {pair.name} --max-new-tokens {n}`, {time.strftime('%Y-%m-%d')}, "
+    lines = [f"## What holds the default's speed-up back: {pair.name} pair, {pair.draft_kind} draft, "
+             f"{cpu_description()}", "",
+             f"`python bench/headroom.py --pair {pair.name} --max-new-tokens {n}`, {time.strftime('%Y-%m-%d')}, "
              f"{torch.get_num_threads()} threads, torch {torch.__version__}; {pair.description}. v3 alpha 0.5, "
              f"T {TEMPERATURE}, gamma auto, details on, {n} tokens, seed 0, one run per benchmark prompt: acceptance "
              f"{acceptance:.3f}, the engine's own time {1e3 * engine_seconds:.2f} ms per block (medians). The pair's "

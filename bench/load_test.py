@@ -104,27 +104,48 @@ def timed_predict(client, args):
     return time.perf_counter() - start
 
 
-def short_beside_long(url, longs=16, shorts=14, long_tokens=1000, short_tokens=16):
+RUN_ORDER = ("prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed")  # /run's positional data
+
+
+def raw_predict(http, url, args):
+    """One /run over plain HTTP, the README's sequence (POST the data, then GET the stream to its end): seconds."""
+    start = time.perf_counter()
+    posted = http.post(f"{url}gradio_api/call/run", json={"data": [args[k] for k in RUN_ORDER]})
+    http.get(f"{url}gradio_api/call/run/{posted.json()['event_id']}").raise_for_status()
+    return time.perf_counter() - start
+
+
+def callers(url, kind, n):
+    """n callers of /run (args -> seconds), each with its own connection made before the clock starts: gradio_client
+    Clients (making one reads the app's config and API: ~0.1 s of this process's CPU, which 14 made at once on a
+    2-core machine turn into a second of the latency measured), or plain HTTP clients, whose own work is a fraction
+    of gradio_client's (each Client streams a call through threads of its own)."""
+    if kind == "gradio_client":
+        return [lambda args, c=c: timed_predict(c, args) for c in [Client(url, verbose=False) for _ in range(n)]]
+    return [lambda args, h=h: raw_predict(h, url, args) for h in [httpx.Client(timeout=300) for _ in range(n)]]
+
+
+def short_beside_long(url, kind, longs=16, shorts=14, long_tokens=1000, short_tokens=16):
     """(one short /run alone, the latencies of ``shorts`` short calls sent together 3 s after ``longs`` long ones):
-    whether a short call waits behind long ones for a generation slot. Each short caller's Client is made before
-    the clock starts, as a client makes it once (making one reads the app's config and API: ~0.1 s of this
-    process's CPU, which 14 made at once on a 2-core machine turn into a second of the latency measured)."""
-    clients = [Client(url, verbose=False) for _ in range(shorts)]
-    alone = statistics.median(timed_predict(clients[0], request(0, short_tokens)) for _ in range(3))
+    whether a short call waits behind long ones for a generation slot. ``kind``: who makes the short calls
+    (``callers``)."""
+    calls = callers(url, kind, shorts)
+    alone = statistics.median(calls[0](request(0, short_tokens)) for _ in range(3))
     client = Client(url, verbose=False)
     jobs = [client.submit(**request(i, long_tokens), api_name="/run") for i in range(longs)]
     time.sleep(3)
-    latencies = sent_together(clients, short_tokens)
+    latencies = sent_together(calls, short_tokens)
     for job in jobs:
         job.cancel()
+    time.sleep(3)  # the cancelled long calls leave the batch before the next measurement
     return alone, sorted(latencies)
 
 
-def sent_together(clients, tokens):
-    """The latencies of one short /run per client, all sent at once (one thread each), in the order they ended."""
+def sent_together(calls, tokens):
+    """The latencies of one short /run per caller, all sent at once (one thread each), in the order they ended."""
     latencies = []
-    threads = [threading.Thread(target=lambda i=i, c=c: latencies.append(timed_predict(c, request(i, tokens))))
-               for i, c in enumerate(clients)]
+    threads = [threading.Thread(target=lambda i=i, c=c: latencies.append(c(request(i, tokens))))
+               for i, c in enumerate(calls)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -133,23 +154,27 @@ def sent_together(clients, tokens):
 
 
 def short_calls_report(pair, url):
-    """The section of docs/app-benchmarks.md for ``--short-beside-long``."""
-    alone, latencies = short_beside_long(url)
-    _, together = short_beside_long(url, longs=0)  # the same short calls, no long one beside them
+    """The section of docs/app-benchmarks.md for ``--short-beside-long``, each measurement with both kinds of caller."""
+    kinds = ("gradio_client", "plain HTTP")
+    runs = {kind: (short_beside_long(url, kind), short_beside_long(url, kind, longs=0)[1]) for kind in kinds}
+    p50 = statistics.median
+
+    def row(name, cell):
+        return f"| {name} | " + " | ".join(cell(*runs[kind]) for kind in kinds) + " |"
     return "\n".join([
         f"## Short calls beside long ones: {pair} pair", "",
         f"`python bench/load_test.py --pair {pair} --short-beside-long`, {time.strftime('%Y-%m-%d')}, "
         f"{cpu_description()}, the app in its own process on loopback: 16 /run calls of 1000 tokens sent first, then "
-        "14 /run calls of 16 tokens together 3 s later (v3 alpha 0.3, gamma 4, T 1), each from a gradio_client "
-        "Client made before the clock starts.", "",
-        "| measurement | value |", "|---|---|",
-        f"| one short call on an idle server (median of 3) | {alone:.2f} s |",
-        f"| the 14 short calls beside 16 long ones: p50 / max | {statistics.median(latencies):.2f} s / "
-        f"{latencies[-1]:.2f} s ({statistics.median(latencies) / alone:.1f}x / {latencies[-1] / alone:.1f}x alone) |",
-        f"| the same 14 short calls on an idle server: p50 / max | {statistics.median(together):.2f} s / "
-        f"{together[-1]:.2f} s |",
-        f"| what the long calls add to a short call's p50 | "
-        f"{statistics.median(latencies) / statistics.median(together):.2f}x |",
+        "14 /run calls of 16 tokens together 3 s later (v3 alpha 0.3, gamma 4, T 1), each caller connected before the "
+        "clock starts: gradio_client Clients, then plain HTTP (the README's POST and GET), in this process.", "",
+        "| measurement | " + " | ".join(kinds) + " |", "|---|---|---|",
+        row("one short call on an idle server (median of 3)", lambda long, idle: f"{long[0]:.2f} s"),
+        row("the 14 short calls beside 16 long ones: p50 / max", lambda long, idle: (
+            f"{p50(long[1]):.2f} s / {long[1][-1]:.2f} s ({p50(long[1]) / long[0]:.1f}x / "
+            f"{long[1][-1] / long[0]:.1f}x alone)")),
+        row("the same 14 short calls on an idle server: p50 / max", lambda long, idle: (
+            f"{p50(idle):.2f} s / {idle[-1]:.2f} s ({p50(idle) / long[0]:.1f}x alone)")),
+        row("what the long calls add to a short call's p50", lambda long, idle: f"{p50(long[1]) / p50(idle):.2f}x"),
         ""])
 
 

@@ -2,10 +2,12 @@
 callers' own CPU counted, so a latency can be read as the server's work, the callers' or the wait between them.
 
     pip install py-spy; HF_HUB_OFFLINE=1 python bench/short_calls_profile.py [--pair tiny] [--bursts 3]
+                                                                            [--callers plain]
 
-The calls are load_test.py's short ones (16 tokens, v3 0.3, gamma 4, T 1), each from a gradio_client Client made
-before the clock starts. Prints the bursts' latencies, the callers' CPU seconds per burst and, per server thread,
-the share of the sampled wall time it was running, with the frames that held it.
+The calls are load_test.py's short ones (16 tokens, v3 0.3, gamma 4, T 1), each caller connected before the clock
+starts (gradio_client Clients, or plain HTTP: load_test.callers). Prints the bursts' latencies, the callers' CPU
+seconds per burst and, per server thread, the share of the sampled wall time it was running, with the frames that
+held it.
 """
 import argparse
 import collections
@@ -21,9 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gradio_client import Client  # noqa: E402
-
-from bench.load_test import request, sent_together, timed_predict  # noqa: E402
+from bench.load_test import callers, request, sent_together  # noqa: E402
 from bench.server import app_process  # noqa: E402
 
 RATE = 200  # py-spy samples per second
@@ -65,12 +65,14 @@ def main():
     parser.add_argument("--bursts", type=int, default=3)
     parser.add_argument("--calls", type=int, default=14)
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--callers", choices=("gradio_client", "plain"), default="gradio_client")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     raw = Path(tempfile.mkdtemp()) / "server.txt"
     with app_process(args.pair) as (url, pid):
-        clients = [Client(url, verbose=False) for _ in range(args.calls)]
-        alone = statistics.median(timed_predict(clients[0], request(0, args.tokens)) for _ in range(4))
+        kind = "gradio_client" if args.callers == "gradio_client" else "plain HTTP"
+        clients = callers(url, kind, args.calls)
+        alone = statistics.median(clients[0](request(0, args.tokens)) for _ in range(4))
         sampler = subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw",
                                     "--threads", "--nonblocking", "-o", str(raw)], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
