@@ -40,6 +40,7 @@ test: setup-dev browser
 bench: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/speedup_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/kinds_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) bench/headroom.py
 	HF_HUB_OFFLINE=1 $(PY) bench/floor_bench.py
 	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/drafts_bench.py $(ARGS)
