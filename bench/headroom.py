@@ -9,7 +9,6 @@ engine's time and the draft's call each set to what a target or an idea would ma
 The projection leaves out gamma auto's floor (tokens the target samples alone), so it reads the drafted blocks only.
 Writes its section to docs/benchmarks.md with the CPU flags.
 """
-import argparse
 import statistics
 import sys
 import time
@@ -21,9 +20,8 @@ import torch  # noqa: E402
 
 from bench.kinds_bench import KINDS, TEMPERATURE, run  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
-from cascade_core import load_pair  # noqa: E402
+from bench.measure import named_pair, speed_arguments  # noqa: E402
 from cascade_core.batch import measure_auto_prices  # noqa: E402
-from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.costs import best_gamma, priced_speedup  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.prices import block_prices  # noqa: E402
@@ -32,9 +30,9 @@ from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
 
 def measured_terms(pair, n):
     """(median acceptance, median engine seconds per block) of the default's runs, one per benchmark prompt."""
-    traces = [run(pair, prompt, "v3", 0.5, 0, n)[1] for prompts in KINDS.values() for prompt in prompts]
-    return (statistics.median(t.stats["acceptance_rate"] or 0.0 for t in traces),
-            statistics.median(t.stats["overhead_seconds_per_block"] for t in traces))
+    stats = [run(pair, prompt, "v3", 0.5, 0, n)[1].stats for prompts in KINDS.values() for prompt in prompts]
+    engine = [s["overhead_seconds_per_block"] for s in stats if s["overhead_seconds_per_block"] is not None]
+    return (statistics.median(s["acceptance_rate"] or 0.0 for s in stats), statistics.median(engine or [0.0]))
 
 
 def projection(pair, acceptance, engine_seconds, draft_scale=1.0):
@@ -84,12 +82,8 @@ def markdown(pair, n, acceptance, engine_seconds):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_pair_arguments(p)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
-    args = p.parse_args(argv)
-    pair = load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
+    args = speed_arguments(__doc__, 64, rounds=False).parse_args(argv)
+    pair = named_pair(args)
     measure_auto_prices(pair)  # before any run, on a quiet machine
     acceptance, engine_seconds = measured_terms(pair, args.max_new_tokens)
     text = markdown(pair, args.max_new_tokens, acceptance, engine_seconds)

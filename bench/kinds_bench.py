@@ -10,7 +10,6 @@ acceptance fall with the distance from the target's features?), the gammas gamma
 projection from the pair's measured calls and the run's own engine time, to see which term holds a slow prompt
 back. Writes its section to docs/benchmarks.md with the CPU flags.
 """
-import argparse
 import statistics
 import sys
 import time
@@ -22,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
+from bench.measure import named_pair, speed_arguments  # noqa: E402
+from cascade_core import generate  # noqa: E402
 from cascade_core.batch import measure_auto_prices  # noqa: E402
-from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.costs import priced_speedup, with_target_alone  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.prices import block_prices  # noqa: E402
@@ -141,13 +140,8 @@ def markdown(pair, rows, rounds, n):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_pair_arguments(p)
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
-    args = p.parse_args(argv)
-    pair = load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
+    args = speed_arguments(__doc__, 64).parse_args(argv)
+    pair = named_pair(args)
     measure_auto_prices(pair)  # before any run, on a quiet machine
     rows = {key: prompt_row(pair, runs) for key, runs in measure(pair, args.rounds, args.max_new_tokens, print).items()}
     text = markdown(pair, rows, args.rounds, args.max_new_tokens)

@@ -7,6 +7,8 @@ import time
 
 import torch
 
+from cascade_core import load_pair
+from cascade_core.cli import add_pair_arguments
 from cascade_core.prices import call_seconds
 
 
@@ -15,6 +17,22 @@ def bench_arguments(doc, pair="bundled"):
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", default=pair)
     return parser
+
+
+def speed_arguments(doc, max_new_tokens, rounds=True):
+    """A speed benchmark's command line: the pair as the CLI names it, --rounds, --max-new-tokens and --out."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_pair_arguments(parser)
+    if rounds:
+        parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    parser.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
+    return parser
+
+
+def named_pair(args):
+    """The pair speed_arguments' command line names: --pair, or --target (with --draft)."""
+    return load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
 
 
 class PeakRSS:

@@ -7,7 +7,6 @@ Prompts are outside the draft's training instructions and its held-out set. Ever
 max_new_tokens tokens (EOS ignored). Target NLL is the mean -log p(token) of the emitted text under the target
 (temperature 1), the Trade-off tab's quality axis. Writes its section to docs/benchmarks.md.
 """
-import argparse
 import statistics
 import sys
 import time
@@ -18,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
-from cascade_core.cli import add_pair_arguments  # noqa: E402
+from bench.measure import named_pair, speed_arguments  # noqa: E402
+from cascade_core import generate  # noqa: E402
 from cascade_core.costs import priced_speedup  # noqa: E402
 from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
@@ -119,13 +118,8 @@ def markdown(pair, s, rounds, n):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_pair_arguments(p)
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
-    args = p.parse_args(argv)
-    pair = load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
+    args = speed_arguments(__doc__, 48).parse_args(argv)
+    pair = named_pair(args)
     measure_prices(pair, AUTO_GAMMAS)  # before any run, on a quiet machine
     summary = summarise(pair, run_all(pair, args.rounds, args.max_new_tokens, print))
     text = markdown(pair, summary, args.rounds, args.max_new_tokens)
