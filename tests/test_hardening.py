@@ -10,6 +10,7 @@ import httpx
 import pytest
 import torch
 from gradio_client import Client
+from gradio_client.utils import Status
 
 from app.explore import ExploreHandlers
 from app.options import GENERATION_SLOTS
@@ -139,6 +140,7 @@ def counted_app():
 ABANDON = """
 import sys
 from gradio_client import Client
+from gradio_client.utils import Status
 # T 1: at the page's T 0.7 the tiny pair writes end-of-text early, and the run must be long
 job = Client(sys.argv[1], verbose=False).submit(prompt="Once upon a time", max_new_tokens=1024, gamma=1, temperature=1.0,
                                                 api_name="/run")
@@ -185,7 +187,9 @@ def test_a_full_queue_answers_at_once(counted_app):
         # these runs must hold their slots: the fixture's pair never writes end-of-text
         long.append(client.submit(prompt="Once", max_new_tokens=1024, gamma=1, temperature=1.0, api_name="/run"))
         time.sleep(0.1)  # all of them sent well before the first (over 10 s) ends
-    time.sleep(1)
+    deadline = time.monotonic() + 20  # the queue is full once the last two wait behind every slot's run
+    while any(job.status().code != Status.IN_QUEUE for job in long[-2:]) and time.monotonic() < deadline:
+        time.sleep(0.1)
     start = time.perf_counter()
     with pytest.raises(Exception, match="Queue is full"):
         client.predict(prompt="one more", max_new_tokens=4, api_name="/run")
