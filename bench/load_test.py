@@ -107,10 +107,15 @@ def timed_predict(client, args):
 RUN_ORDER = ("prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed")  # /run's positional data
 
 
+def run_body(args):
+    """A /run call's arguments as the plain HTTP API takes them (the rest take their defaults)."""
+    return {"data": [args[k] for k in RUN_ORDER]}
+
+
 def raw_predict(http, url, args):
     """One /run over plain HTTP, the README's sequence (POST the data, then GET the stream to its end): seconds."""
     start = time.perf_counter()
-    posted = http.post(f"{url}gradio_api/call/run", json={"data": [args[k] for k in RUN_ORDER]})
+    posted = http.post(f"{url}gradio_api/call/run", json=run_body(args))
     http.get(f"{url}gradio_api/call/run/{posted.json()['event_id']}").raise_for_status()
     return time.perf_counter() - start
 
@@ -180,7 +185,7 @@ def short_calls_report(pair, url):
 
 def never_read(url, n):
     """n calls posted over the plain HTTP API whose results nobody ever reads."""
-    body = {"data": [PROMPTS[0], "v3", 0.3, 4, 1.0, 1024, 0, ""]}
+    body = run_body(request(0, 1024))
     for _ in range(n):
         httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10)
 
