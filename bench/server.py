@@ -16,8 +16,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def app_process(pair, *args, root=ROOT):
     """(URL, pid) of ``python app.py --pair <pair>`` on a free loopback port, once it answers; stopped afterwards.
     ``root``: the checkout whose app runs (another commit's worktree, for an A/B)."""
+    with served([str(Path(root) / "app.py"), "--pair", pair, *args], root) as running:
+        yield running
+
+
+@contextmanager
+def served(script, root=ROOT):
+    """(URL, pid) of ``python <script...> --port <a free loopback port>``, once it answers; stopped afterwards."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, str(Path(root) / "app.py"), "--pair", pair, "--port", str(port), *args],
+    server = subprocess.Popen([sys.executable, *script, "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -28,7 +35,7 @@ def app_process(pair, *args, root=ROOT):
             except httpx.HTTPError:
                 time.sleep(0.5)
         else:
-            raise SystemExit("the app did not start within 5 minutes")
+            raise SystemExit(f"{' '.join(script)} did not start within 5 minutes")
         yield url, server.pid
     finally:
         server.kill()

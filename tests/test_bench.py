@@ -86,3 +86,20 @@ def test_headroom_prices_each_term_apart(tmp_path):
         assert speed[r, cheaper_draft] > speed[r, measured]
     assert [speed[r, measured] for r, _ in rows] == sorted(speed[r, measured] for r, _ in rows)
     assert len(rows) == 5  # 0.3 as measured, then 0.55 .. 0.70
+
+
+def test_short_calls_floor_engine_share_shares_one_batch_and_decodes_each_run_as_alone():
+    """The floor benchmark's engine share (the runs in one RunningBatches, advanced in turn as the engine thread
+    advances its callers) takes every block beside the other runs and gives each its solo tokens and sources."""
+    from bench.short_calls_floor import engine_share, run_args
+    from cascade_core import generate, load_pair
+    from cascade_core.running import OTHER_ROWS
+
+    pair = load_pair("tiny", progress=lambda m: None)
+    seconds, traces = engine_share(pair, 3)
+    assert seconds > 0
+    for i, trace in enumerate(traces):
+        prompt, args = run_args(i)
+        solo = generate(pair, prompt, **args)
+        assert (trace.tokens, trace.sources) == (solo.tokens, solo.sources)
+        assert trace.counters[OTHER_ROWS] == 2 and OTHER_ROWS not in solo.counters

@@ -1,0 +1,189 @@
+"""What fourteen short /run calls sent together cost with nothing else in their way, each share apart: Gradio's
+(a stand-in app launched as ``python app.py`` launches the explorer, whose /run does no engine work and answers a
+real 16-token trace), the engine's (the fourteen decoding in one RunningBatches in this process, all joining at the
+first block: a server's best case) and the explorer's own server, which does both.
+
+    HF_HUB_OFFLINE=1 python bench/short_calls_floor.py [--bursts 7]
+
+Why: issue 47 asks the fourteen's p50 within 3x of one call alone. The server's event loop and its engine thread
+share one interpreter lock, and the tiny pair's forwards are Python and dispatch, so on 2 cores the two shares
+add up: their sum over one call alone is about the least the explorer's server can reach. The calls are
+load_test.py's short ones (plain HTTP callers, each connected before the clock starts). The report goes to
+docs/app-benchmarks.md.
+"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.load_test import callers, request, sent_together  # noqa: E402
+from bench.markdown import write_section  # noqa: E402
+from bench.server import served  # noqa: E402
+from cascade_core import load_pair  # noqa: E402
+from cascade_core.engine import generate, stream  # noqa: E402
+from cascade_core.kernels import cpu_description  # noqa: E402
+from cascade_core.running import RunningBatches  # noqa: E402
+
+CALLS, TOKENS = 14, 16
+
+
+def run_args(i):
+    """load_test's i-th short call as cascade_core's keywords."""
+    args = request(i, TOKENS)
+    return args.pop("prompt"), args
+
+
+def stand_in(port):
+    """Serve a /run of the explorer's signature, queue, slots and launch settings that answers a 16-token trace of
+    the tiny pair (computed once, before serving) without running the engine."""
+    import gradio as gr
+
+    from app.api_calls import accept_raw_calls
+    from app.layout import API, launch
+    from app.streaming import dumps
+    from cascade_core.trace import Trace
+
+    prompt, args = run_args(0)
+    answer = dumps(Trace.to_dict(generate(load_pair("tiny"), prompt, **args)))
+
+    def run(prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int | str = "auto", temperature: float = 1.0,
+            max_new_tokens: int = TOKENS, seed: int = 0, draft: str = "", reproducible: bool = False) -> str:
+        yield answer
+
+    with gr.Blocks() as demo:
+        gr.api(run, api_name="run", **API)
+    accept_raw_calls(demo)
+    launch(demo, port=port, quiet=True)
+
+
+def timed_explorer(port):
+    """Serve the explorer (``python app.py --pair tiny``) with the engine thread's steps clocked: each step's start
+    and end (wall clock) appended to the file named by SHORT_CALLS_LOG, a JSON list a line."""
+    import runpy
+
+    import app.worker
+
+    log, advance = open(os.environ["SHORT_CALLS_LOG"], "a", buffering=1), app.worker.advance
+
+    def clocked(generator):
+        start = time.time()
+        try:
+            return advance(generator)
+        finally:
+            log.write(json.dumps([start, time.time()]) + "\n")
+    app.worker.advance = clocked  # EngineThread.iterate submits the module's advance for every step
+    runpy.run_path(str(ROOT / "app.py"))["main"](["--pair", "tiny", "--port", str(port)])
+
+
+def over_http(url, bursts):
+    """(one call alone: median seconds, the fourteen sent together: the median of the bursts' p50s, each burst's
+    (start, end) on the wall clock)."""
+    calls = callers(url, "plain", CALLS)
+    sent_together(calls, TOKENS)  # warm: the first calls pay for imports and caches
+    alone = statistics.median(calls[0](request(0, TOKENS)) for _ in range(bursts))
+    p50s, spans = [], []
+    for _ in range(bursts):
+        start = time.time()
+        p50s.append(statistics.median(sent_together(calls, TOKENS)))
+        spans.append((start, time.time()))
+    return alone, statistics.median(p50s), spans
+
+
+def engine_busy(log, spans):
+    """The median over bursts of the seconds the engine thread spent in its steps during each burst."""
+    steps = [json.loads(line) for line in Path(log).read_text().splitlines()]
+    return statistics.median(sum(end - start for start, end in steps if t0 <= start <= t1) for t0, t1 in spans)
+
+
+def engine_share(pair, n):
+    """(seconds, traces) of n short runs decoding in one RunningBatches, advanced in turn as the engine thread
+    advances its callers."""
+    batches = RunningBatches()
+    runs = [short_run(pair, i, batches) for i in range(n)]
+    start, finished = time.perf_counter(), {}
+    while len(finished) < n:
+        for i, steps in enumerate(runs):
+            if i not in finished:
+                try:
+                    next(steps)
+                except StopIteration as end:
+                    finished[i] = end.value
+    return time.perf_counter() - start, [finished[i] for i in range(n)]
+
+
+def short_run(pair, i, batches):
+    prompt, args = run_args(i)
+    return stream(pair, prompt, batches=batches, **args)
+
+
+def in_process(bursts):
+    """(one run alone, the fourteen together): medians of seconds."""
+    pair = load_pair("tiny", progress=lambda m: None)
+    engine_share(pair, CALLS)  # warm
+    alone = statistics.median(engine_share(pair, 1)[0] for _ in range(bursts))
+    return alone, statistics.median(engine_share(pair, CALLS)[0] for _ in range(bursts))
+
+
+def report(bursts):
+    gradio = over_http_of(["bench/short_calls_floor.py", "--stand-in"], bursts)
+    engine = in_process(bursts)
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["SHORT_CALLS_LOG"] = log = str(Path(folder) / "steps.jsonl")
+        with served(["bench/short_calls_floor.py", "--timed-explorer"]) as (url, _):
+            one, fourteen, spans = over_http(url, bursts)
+        busy = engine_busy(log, spans)
+    ratio = lambda seconds: f"{seconds / one:.1f}x"  # noqa: E731
+    return "\n".join([
+        "## Short calls: each share of the fourteen apart", "",
+        f"`python bench/short_calls_floor.py --bursts {bursts}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}: "
+        f"{CALLS} /run calls of {TOKENS} tokens sent together (load_test's short calls: v3 alpha 0.3, gamma 4, T 1, "
+        "tiny pair; plain HTTP callers connected before the clock starts), medians of "
+        f"{bursts} bursts' p50s; one call alone the median of {bursts}. Ratios are to one call alone on the "
+        "explorer's own server.", "",
+        "| what runs | one call alone | the fourteen together: p50 |", "|---|---|---|",
+        f"| Gradio only: a stand-in app served as the explorer is (same queue, slots, launch), its /run answering "
+        f"a 16-token trace without the engine | {gradio[0]:.3f} s | {gradio[1]:.3f} s ({ratio(gradio[1])}) |",
+        f"| the engine only: the runs in one RunningBatches in this process, all joining at the first block "
+        f"| {engine[0]:.3f} s | {engine[1]:.3f} s ({ratio(engine[1])}) |",
+        f"| the two shares added | {gradio[0] + engine[0]:.3f} s | {gradio[1] + engine[1]:.3f} s "
+        f"({ratio(gradio[1] + engine[1])}) |",
+        f"| the explorer's server (`python app.py --pair tiny`, its engine thread's steps clocked) | {one:.3f} s | "
+        f"{fourteen:.3f} s ({ratio(fourteen)}) |", "",
+        f"3x one call alone is {3 * one:.3f} s. The first two rows are each share with the other absent; the last "
+        "is both in one process, where the event loop and the engine thread share one interpreter lock: there the "
+        f"engine thread spent {busy:.3f} s in the fourteen's steps (median over bursts), against {engine[1]:.3f} s "
+        "for the same runs in this process.", ""])
+
+
+def over_http_of(script, bursts):
+    with served(script) as (url, _):
+        return over_http(url, bursts)[:2]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bursts", type=int, default=7)
+    parser.add_argument("--stand-in", action="store_true", help="serve the stand-in app (what the benchmark runs)")
+    parser.add_argument("--timed-explorer", action="store_true",
+                        help="serve the explorer with its engine's steps clocked (what the benchmark runs)")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "app-benchmarks.md"))
+    args = parser.parse_args()
+    if args.stand_in:
+        return stand_in(args.port)
+    if args.timed_explorer:
+        return timed_explorer(args.port)
+    text = report(args.bursts)
+    print(text)
+    write_section(args.out, text, "## Short calls: each share of the fourteen apart")
+
+
+if __name__ == "__main__":
+    main()
