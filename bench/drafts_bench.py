@@ -23,6 +23,7 @@ import torch  # noqa: E402
 
 from bench.engine_bench import hf_generate, ours  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
+from bench.measure import shown_number  # noqa: E402
 from bench.speedup_bench import label  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.rows import encode_prompt  # noqa: E402
@@ -195,7 +196,6 @@ def frontier_markdown(f, n):
 
 
 def markdown(s, pairs, rounds, n, qwen, greedy=None, frontier=None):
-    fmt = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"## Both drafts of the bundled pair: the independent draft and the EAGLE-3 head, {cpu_description()}", "",
              f"`python bench/drafts_bench.py --rounds {rounds} --max-new-tokens {n}`, {time.strftime('%Y-%m-%d')}, "
              f"{torch.get_num_threads()} threads, torch {torch.__version__}; model: {pairs['model'].description}; "
@@ -206,10 +206,11 @@ def markdown(s, pairs, rounds, n, qwen, greedy=None, frontier=None):
              "| draft | rule, alpha, gamma | tokens/s (min-max) | vs target-only | acceptance | by step | "
              "tokens per target call | target NLL |", "|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
-        steps = "-" if r["by_step"] is None else " / ".join(fmt(a) for a in r["by_step"][:4])
+        steps = "-" if r["by_step"] is None else " / ".join(shown_number(a) for a in r["by_step"][:4])
         lines.append(f"| {r['draft']} | {r['name']} | {r['tok_s']:.1f} ({r['spread'][0]:.1f}-{r['spread'][1]:.1f}) | "
-                     f"{r['speedup']:.2f}x | {fmt(r['acceptance'])} | {steps} | {fmt(r['tokens_per_call'])} | "
-                     f"{fmt(r['nll'])} |")
+                     f"{r['speedup']:.2f}x | {shown_number(r['acceptance'])} | {steps} | "
+                     f"{shown_number(r['tokens_per_call'])} | "
+                     f"{shown_number(r['nll'])} |")
     lines.append("")
     for draft in DRAFTS:
         p = measured_prices(pairs[draft], 3)

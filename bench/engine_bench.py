@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
-from bench.measure import PeakRSS, forward_ms, read_bandwidth, timed, weight_bytes  # noqa: E402
+from bench.measure import PeakRSS, forward_ms, read_bandwidth, shown_number, timed, weight_bytes  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
 from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.compiled import compile_pair  # noqa: E402
@@ -152,7 +152,6 @@ def kernel_routes(pair):
 
 
 def markdown(pair, s, runs, n, gamma, no_compile):
-    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     device = torch.cuda.get_device_name() if pair.target.device.type == "cuda" else cpu_description()
     lines = [f"{section_key(pair)}, {device}", "",
              f"`python bench/engine_bench.py --pair {pair.name} --runs {runs} --max-new-tokens {n} --gamma {gamma}"
@@ -165,8 +164,9 @@ def markdown(pair, s, runs, n, gamma, no_compile):
              "|---|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
         lines.append(f"| {r['name']} | {r['tok_s']:.1f} ({r['spread'][0]:.1f}-{r['spread'][1]:.1f}) | {r['vs_hf']:.2f}x | "
-                     f"{r['speedup']:.2f}x | {fmt(r['predicted'])} | {fmt(r['priced'])} | {fmt(r['acceptance'])} | "
-                     f"{fmt(r['target_calls_per_token'])} | {r['mem']:.0f} |")
+                     f"{r['speedup']:.2f}x | {shown_number(r['predicted'])} | {shown_number(r['priced'])} | "
+                     f"{shown_number(r['acceptance'])} | "
+                     f"{shown_number(r['target_calls_per_token'])} | {r['mem']:.0f} |")
     costs = "; ".join(f"{label}: target {c['target']:.1f} ms/token, draft {c['draft']:.1f} ms (c = {c['c']:.2f}), "
                       f"verifying {gamma + 1} tokens {c['verify']:.1f} ms" for label, c in s["costs"].items())
     lines += [

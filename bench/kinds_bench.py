@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
-from bench.measure import named_pair, speed_arguments  # noqa: E402
+from bench.measure import known_median, named_pair, shown_number, speed_arguments  # noqa: E402
 from cascade_core import generate  # noqa: E402
 from cascade_core.batch import measure_auto_prices  # noqa: E402
 from cascade_core.costs import priced_speedup, with_target_alone  # noqa: E402
@@ -94,7 +94,8 @@ def prompt_row(pair, runs):
                          acceptance=statistics.median(t.stats["acceptance_rate"] or 0.0 for t in traces),
                          alone=statistics.median(t.stats["target_alone_share"] for t in traces),
                          per_call=statistics.median(t.stats["tokens_per_target_call"] for t in traces),
-                         engine_ms=1e3 * statistics.median(t.stats["overhead_seconds_per_block"] for t in traces),
+                         engine_ms=known_median(1e3 * t.stats["overhead_seconds_per_block"] for t in traces
+                                                if t.stats["overhead_seconds_per_block"] is not None),
                          gammas=Counter(g for t in traces for g in t.counters.get("gammas", [])),
                          by_offset=acceptance_by_offset(traces))
     row["target_tok_s"] = base
@@ -121,7 +122,7 @@ def markdown(pair, rows, rounds, n):
         lines.append(f"| {kind} | {prompt} | {row['target_tok_s']:.1f} | {v3['speedup']:.2f}x | {v3['projected']:.2f}x | "
                      f"{offsets} | {gammas} | {ll['speedup']:.2f}x | {ll['projected']:.2f}x | {ll['acceptance']:.2f} | "
                      f"{ll['alone']:.0%} | "
-                     f"{v3['engine_ms']:.2f} |")
+                     f"{shown_number(v3['engine_ms'])} |")
     med = lambda rule, key, rs=None: statistics.median(r[rule][key] for r in (rs or rows.values()))  # noqa: E731
     lines += ["", "| kind | v3 0.5 (median) | lossless (median) | v3 acceptance | lossless acceptance |",
               "|---|---:|---:|---:|---:|"]
@@ -134,7 +135,8 @@ def markdown(pair, rows, rounds, n):
     lines += ["", f"- All {len(rows)} prompts: **v3 0.5 median {med('v3', 'speedup'):.2f}x** (lowest "
               f"{min(r['v3']['speedup'] for r in rows.values()):.2f}x), **lossless median {med('lossless', 'speedup'):.2f}x** "
               f"(lowest {min(r['lossless']['speedup'] for r in rows.values()):.2f}x); lossless acceptance "
-              f"{med('lossless', 'acceptance'):.2f}; the engine's own time {med('v3', 'engine_ms'):.2f} ms per block; "
+              f"{med('lossless', 'acceptance'):.2f}; the engine's own time "
+              f"{shown_number(known_median(r['v3']['engine_ms'] for r in rows.values()))} ms per block; "
               f"the projection's median distance from the measured speed-up {100 * error:.0f}%.", ""]
     return "\n".join(lines)
 

@@ -2,6 +2,7 @@
 the time of one cached forward as the engine calls it."""
 import argparse
 import os
+import statistics
 import threading
 import time
 
@@ -10,6 +11,18 @@ import torch
 from cascade_core import load_pair
 from cascade_core.cli import add_pair_arguments
 from cascade_core.prices import call_seconds
+
+
+def known_median(values):
+    """The median of the values that are known (not None), or None where none is: a run whose every token was the
+    target's own (gamma "auto"'s floor) has no acceptance and no engine time per block."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def shown_number(value, form="{:.2f}"):
+    """A table cell: the value formatted, or "-" where it is not known."""
+    return "-" if value is None else form.format(value)
 
 
 def bench_arguments(doc, pair="bundled"):

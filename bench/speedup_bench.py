@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from bench.markdown import write_section  # noqa: E402
-from bench.measure import named_pair, speed_arguments  # noqa: E402
+from bench.measure import known_median, named_pair, shown_number, speed_arguments  # noqa: E402
 from cascade_core import generate  # noqa: E402
 from cascade_core.costs import priced_speedup  # noqa: E402
 from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
@@ -63,7 +63,7 @@ def summarise(pair, results):
         speeds = [s for s, _ in runs]
         traces = [t for _, t in runs]
         stats = [t.stats for t in traces]
-        acceptance = None if rule == "target" else statistics.median(s["acceptance_rate"] for s in stats)
+        acceptance = None if rule == "target" else known_median(s["acceptance_rate"] for s in stats)
         g = statistics.median(t.gamma for t in traces) if rule != "target" else None
         projected = None
         if acceptance is not None:
@@ -71,7 +71,8 @@ def summarise(pair, results):
             projected = statistics.median(
                 statistics.mean(priced_speedup(t.stats["acceptance_rate"], b,
                                                *block_prices(pair, t.stats["overhead_seconds_per_block"])(b))
-                                for b in (t.counters.get("gammas") or [gamma])) for t in traces)
+                                for b in (t.counters.get("gammas") or [gamma]))
+                for t in traces if t.stats["acceptance_rate"] is not None)
         rows.append(dict(name=label(rule, alpha, gamma), rule=rule, tok_s=statistics.median(speeds),
                          speedup=statistics.median(speeds) / base, spread=(min(speeds), max(speeds)),
                          acceptance=acceptance, gamma=g,
@@ -90,7 +91,6 @@ def section_key(pair):
 
 
 def markdown(pair, s, rounds, n):
-    fmt = lambda v, f="{:.2f}": "-" if v is None else f.format(v)  # noqa: E731
     lines = [f"{section_key(pair)}, {cpu_description()}", "",
              f"`python bench/speedup_bench.py --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, "
              f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, torch {torch.__version__}, dtype "
@@ -103,8 +103,9 @@ def markdown(pair, s, rounds, n):
              "tokens per target call | target NLL |", "|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
         lines.append(f"| {r['name']} | {r['tok_s']:.1f} ({r['spread'][0]:.1f}-{r['spread'][1]:.1f}) | "
-                     f"{r['speedup']:.2f}x | {fmt(r['projected'], '{:.2f}x')} | {fmt(r['acceptance'])} | "
-                     f"{fmt(r['gamma'], '{:g}')} | {fmt(r['tokens_per_call'])} | {fmt(r['nll'])} |")
+                     f"{r['speedup']:.2f}x | {shown_number(r['projected'], '{:.2f}x')} | "
+                     f"{shown_number(r['acceptance'])} | {shown_number(r['gamma'], '{:g}')} | "
+                     f"{shown_number(r['tokens_per_call'])} | {shown_number(r['nll'])} |")
     p = {g: measured_prices(pair, g) for g in AUTO_GAMMAS}
     verify = ", ".join(f"{g + 1}: {1000 * p[g].verify:.0f} ms ({p[g].verify_ratio:.2f})" for g in AUTO_GAMMAS)
     fastest = s["fastest"]
