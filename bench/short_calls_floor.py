@@ -1,7 +1,9 @@
 """What fourteen short /run calls sent together cost with nothing else in their way, each share apart: Gradio's
 (a stand-in app launched as ``python app.py`` launches the explorer, whose /run does no engine work and answers a
 real 16-token trace), the engine's (the fourteen decoding in one RunningBatches in this process, all joining at the
-first block: a server's best case) and the explorer's own server, which does both.
+first block: a server's best case) and the explorer's own server, which does both; and, as an experiment, the
+stand-in handing each call to an engine in a process of its own (what taking the engine out of the server's
+process would buy).
 
     HF_HUB_OFFLINE=1 python bench/short_calls_floor.py [--bursts 7]
 
@@ -12,16 +14,23 @@ load_test.py's short ones (plain HTTP callers, each connected before the clock s
 docs/app-benchmarks.md.
 """
 import argparse
+import itertools
 import json
+import multiprocessing
 import os
+import queue
 import statistics
 import tempfile
+import threading
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
 
 from bench.load_test import callers, request, sent_together  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
@@ -40,27 +49,87 @@ def run_args(i):
     return args.pop("prompt"), args
 
 
-def stand_in(port):
-    """Serve a /run of the explorer's signature, queue, slots and launch settings that answers a 16-token trace of
-    the tiny pair (computed once, before serving) without running the engine."""
+def trace_text(trace):
+    """A trace as /run's last message carries it."""
+    from app.streaming import dumps
+    return dumps(trace.to_dict())
+
+
+def serve_run(port, answer):
+    """Serve a /run of the explorer's signature, queue, slots and launch settings whose answer is
+    ``answer(prompt, the run's keywords)``."""
     import gradio as gr
 
     from app.api_calls import accept_raw_calls
     from app.layout import API, launch
-    from app.streaming import dumps
-    from cascade_core.trace import Trace
-
-    prompt, args = run_args(0)
-    answer = dumps(Trace.to_dict(generate(load_pair("tiny"), prompt, **args)))
 
     def run(prompt: str, rule: str = "v3", alpha: float = 0.3, gamma: int | str = "auto", temperature: float = 1.0,
             max_new_tokens: int = TOKENS, seed: int = 0, draft: str = "", reproducible: bool = False) -> str:
-        yield answer
+        yield answer(prompt, dict(rule=rule, alpha=alpha, gamma=gamma, temperature=temperature,
+                                  max_new_tokens=max_new_tokens, seed=seed))
 
     with gr.Blocks() as demo:
         gr.api(run, api_name="run", **API)
     accept_raw_calls(demo)
     launch(demo, port=port, quiet=True)
+
+
+def stand_in(port):
+    """Serve the stand-in: a 16-token trace of the tiny pair (computed once, before serving) for every call, without
+    running the engine."""
+    prompt, args = run_args(0)
+    text = trace_text(generate(load_pair("tiny"), prompt, **args))
+    serve_run(port, lambda prompt, settings: text)
+
+
+def engine_process(port):
+    """An experiment, not the explorer: the stand-in's /run hands each call to an engine in a process of its own
+    (``engine_loop``), so that Gradio's event loop and the engine no longer take turns on one interpreter lock."""
+    context = multiprocessing.get_context("spawn")
+    requests, results = context.Queue(), context.Queue()
+    context.Process(target=engine_loop, args=(requests, results), daemon=True).start()
+    results.get()  # the engine has its pair
+    waiting, keys = {}, itertools.count()
+
+    def dispatch():
+        while True:
+            key, text = results.get()
+            waiting.pop(key).set_result(text)
+    threading.Thread(target=dispatch, daemon=True).start()
+
+    def answer(prompt, settings):
+        key, future = next(keys), Future()
+        waiting[key] = future
+        requests.put((key, prompt, settings))
+        return future.result()
+    serve_run(port, answer)
+
+
+def engine_loop(requests, results):
+    """The tiny pair's runs in one RunningBatches, advanced in turn, with one torch thread (the other core is
+    Gradio's; one measured faster than two here); a finished run's trace goes back as /run's text."""
+    torch.set_num_threads(1)
+    pair, batches, live = load_pair("tiny", progress=lambda m: None), RunningBatches(), {}
+    results.put((None, None))
+    while True:
+        for key, prompt, settings in arrivals(requests, wait=not live):
+            live[key] = stream(pair, prompt, batches=batches, **settings)
+        for key, steps in list(live.items()):
+            try:
+                next(steps)
+            except StopIteration as end:
+                results.put((key, trace_text(end.value)))
+                del live[key]
+
+
+def arrivals(requests, wait):
+    """The requests in the queue now (waiting for one where ``wait``)."""
+    got = [requests.get()] if wait else []
+    while True:
+        try:
+            got.append(requests.get_nowait())
+        except queue.Empty:
+            return got
 
 
 def timed_explorer(port):
@@ -139,6 +208,7 @@ def report(bursts):
         with served(["bench/short_calls_floor.py", "--timed-explorer"]) as (url, _):
             one, fourteen, spans = over_http(url, bursts)
         busy = engine_busy(log, spans)
+    apart = over_http_of(["bench/short_calls_floor.py", "--engine-process"], bursts)
     ratio = lambda seconds: f"{seconds / one:.1f}x"  # noqa: E731
     return "\n".join([
         "## Short calls: each share of the fourteen apart", "",
@@ -155,9 +225,13 @@ def report(bursts):
         f"| the two shares added | {gradio[0] + engine[0]:.3f} s | {gradio[1] + engine[1]:.3f} s "
         f"({ratio(gradio[1] + engine[1])}) |",
         f"| the explorer's server (`python app.py --pair tiny`, its engine thread's steps clocked) | {one:.3f} s | "
-        f"{fourteen:.3f} s ({ratio(fourteen)}) |", "",
-        f"3x one call alone is {3 * one:.3f} s. The first two rows are each share with the other absent; the last "
-        "is both in one process, where the event loop and the engine thread share one interpreter lock: there the "
+        f"{fourteen:.3f} s ({ratio(fourteen)}) |",
+        f"| an experiment, not the explorer: the stand-in handing each call to an engine in a process of its own "
+        f"(one torch thread; no streaming, no Stop) | {apart[0]:.3f} s | {apart[1]:.3f} s ({ratio(apart[1])}; "
+        f"{apart[1] / apart[0]:.1f}x its own one call) |", "",
+        f"3x one call alone is {3 * one:.3f} s. The first two rows are each share with the other absent; the "
+        "explorer's server has both in one process, where the event loop and the engine thread share one "
+        "interpreter lock: there the "
         f"engine thread spent {busy:.3f} s in the fourteen's steps (median over bursts), against {engine[1]:.3f} s "
         "for the same runs in this process.", ""])
 
@@ -173,6 +247,8 @@ def main():
     parser.add_argument("--stand-in", action="store_true", help="serve the stand-in app (what the benchmark runs)")
     parser.add_argument("--timed-explorer", action="store_true",
                         help="serve the explorer with its engine's steps clocked (what the benchmark runs)")
+    parser.add_argument("--engine-process", action="store_true",
+                        help="serve the stand-in with an engine process (what the benchmark runs)")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--out", default=str(ROOT / "docs" / "app-benchmarks.md"))
     args = parser.parse_args()
@@ -180,6 +256,8 @@ def main():
         return stand_in(args.port)
     if args.timed_explorer:
         return timed_explorer(args.port)
+    if args.engine_process:
+        return engine_process(args.port)
     text = report(args.bursts)
     print(text)
     write_section(args.out, text, "## Short calls: each share of the fourteen apart")
