@@ -193,6 +193,10 @@ def test_stats_and_speedup_markdown(trace):
     assert "on this machine: 1.25×" in measured and "c = 0.10" in measured and "1.25 target tokens" in measured
     assert "a target token 80 ms, a draft call 8.0 ms, the verification 100 ms" in measured
     assert "12 ms of the engine's own work" in measured
+    tiny = speedup_markdown({**trace.stats, "overhead_seconds_per_block": 0.00063}, 4, 0.1, 2.0,
+                            Prices(target=0.0004, draft=0.0003, verify=0.00112, block=5), 0.3)
+    assert "0.63 ms of the engine's own work" in tiny
+    assert "a target token 0.40 ms, a draft call 0.30 ms, the verification 1.1 ms" in tiny  # not "0 ms"
     assert "At the slider's c = 0.10" in measured and "2.00×" in measured
     assert "gamma auto (mostly 2)" in speedup_markdown(trace.stats, "auto", 0.1, 2.0, prices, 1.25, 2)
     assert "–" in speedup_markdown(trace.stats, 4, 0.1, None, None)

@@ -4,6 +4,13 @@ import math
 import re
 
 
+def milliseconds(seconds):
+    """A measured time for people: whole milliseconds from 10 ms, two significant figures below (a tiny model's
+    0.4 ms call is not "0 ms")."""
+    ms = 1000 * seconds
+    return f"{ms:.{0 if ms >= 9.95 else 1 if ms >= 0.995 else 2}f} ms"
+
+
 def number(value, digits=3):
     """A probability, a* or statistic for people: '–' when unknown, '∞' for infinities."""
     if value is None:

@@ -1,5 +1,5 @@
 """The stats panel and the projected speed-up, as Markdown."""
-from .format import markdown_text, number
+from .format import markdown_text, milliseconds, number
 
 ROWS = (
     ("tokens", "tokens", "{:d}"),
@@ -61,7 +61,7 @@ def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, b
                 f"at {at_slider})")
     return (f"**Projected speed-up over target-only on this machine: {priced:.2f}×** (acceptance {acceptance}, "
             f"{chosen}: a block is {g + 1} draft calls at c = {prices.c:.2f}, one verification of {prices.block} "
-            f"tokens costing {prices.verify_ratio:.2f} target tokens and {1000 * overhead:.0f} ms of the engine's own "
-            f"work; measured on this pair: a target token {1000 * prices.target:.0f} ms, a draft call "
-            f"{1000 * prices.draft:.1f} ms, the verification {1000 * prices.verify:.0f} ms; the engine's work in this "
+            f"tokens costing {prices.verify_ratio:.2f} target tokens and {milliseconds(overhead)} of the engine's own "
+            f"work; measured on this pair: a target token {milliseconds(prices.target)}, a draft call "
+            f"{milliseconds(prices.draft)}, the verification {milliseconds(prices.verify)}; the engine's work in this "
             f"run). At {at_slider}.")
