@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from bench.kinds_bench import KINDS, TEMPERATURE, run  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
-from bench.measure import named_pair, speed_arguments  # noqa: E402
+from bench.measure import known_median, named_pair, speed_arguments  # noqa: E402
 from cascade_core.batch import measure_auto_prices  # noqa: E402
 from cascade_core.costs import best_gamma, priced_speedup  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
@@ -31,8 +31,8 @@ from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
 def measured_terms(pair, n):
     """(median acceptance, median engine seconds per block) of the default's runs, one per benchmark prompt."""
     stats = [run(pair, prompt, "v3", 0.5, 0, n)[1].stats for prompts in KINDS.values() for prompt in prompts]
-    engine = [s["overhead_seconds_per_block"] for s in stats if s["overhead_seconds_per_block"] is not None]
-    return (statistics.median(s["acceptance_rate"] or 0.0 for s in stats), statistics.median(engine or [0.0]))
+    engine = known_median(s["overhead_seconds_per_block"] for s in stats)
+    return statistics.median(s["acceptance_rate"] or 0.0 for s in stats), 0.0 if engine is None else engine
 
 
 def projection(pair, acceptance, engine_seconds, draft_scale=1.0):
