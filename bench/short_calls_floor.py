@@ -114,12 +114,8 @@ def engine_loop(requests, results):
     while True:
         for key, prompt, settings in arrivals(requests, wait=not live):
             live[key] = stream(pair, prompt, batches=batches, **settings)
-        for key, steps in list(live.items()):
-            try:
-                next(steps)
-            except StopIteration as end:
-                results.put((key, trace_text(end.value)))
-                del live[key]
+        for key, trace in step_each(live).items():
+            results.put((key, trace_text(trace)))
 
 
 def arrivals(requests, wait):
@@ -175,16 +171,24 @@ def engine_share(pair, n):
     """(seconds, traces) of n short runs decoding in one RunningBatches, advanced in turn as the engine thread
     advances its callers."""
     batches = RunningBatches()
-    runs = [short_run(pair, i, batches) for i in range(n)]
+    live = {i: short_run(pair, i, batches) for i in range(n)}
     start, finished = time.perf_counter(), {}
-    while len(finished) < n:
-        for i, steps in enumerate(runs):
-            if i not in finished:
-                try:
-                    next(steps)
-                except StopIteration as end:
-                    finished[i] = end.value
+    while live:
+        finished.update(step_each(live))
     return time.perf_counter() - start, [finished[i] for i in range(n)]
+
+
+def step_each(live):
+    """Advance every generator of ``live`` ({key: generator}) once, in turn, as the engine thread advances its
+    callers; the finished ones leave it: {key: what it returned}."""
+    finished = {}
+    for key, steps in list(live.items()):
+        try:
+            next(steps)
+        except StopIteration as end:
+            finished[key] = end.value
+            del live[key]
+    return finished
 
 
 def short_run(pair, i, batches):
