@@ -6,6 +6,11 @@ stand-in handing each call to an engine in a process of its own (what taking the
 process would buy).
 
     HF_HUB_OFFLINE=1 python bench/short_calls_floor.py [--bursts 7]
+    HF_HUB_OFFLINE=1 python bench/short_calls_floor.py --models-share --pair bundled [--bursts 3]
+
+``--models-share``: the fourteen's and one call's time in the models' forwards alone, in this process: what no
+server can take off the fourteen's p50 on this machine (where a 14-row forward costs several 1-row ones, as on 2
+CPU cores with the bundled pair, the forwards alone come near 3x one call's whole time).
 
 Why: issue 47 asks the fourteen's p50 within 3x of one call alone. The server's event loop and its engine thread
 share one interpreter lock, and the tiny pair's forwards are Python and dispatch, so on 2 cores the two shares
@@ -204,6 +209,70 @@ def in_process(bursts):
     return alone, statistics.median(engine_share(pair, CALLS)[0] for _ in range(bursts))
 
 
+class ForwardClock:
+    """Seconds inside the forwards of the given models (each call timed by a pre- and a post-hook)."""
+
+    def __init__(self, models):
+        self.seconds, self.started = 0.0, None
+        for model in models:
+            model.register_forward_pre_hook(lambda *_: setattr(self, "started", time.perf_counter()))
+            model.register_forward_hook(lambda *_: self.stop())
+
+    def stop(self):
+        self.seconds += time.perf_counter() - self.started
+
+
+def timed_share(pair, n, clocks):
+    """(wall seconds, {role: seconds in its forwards}) of n short runs decoding together (``engine_share``)."""
+    before = {role: clock.seconds for role, clock in clocks.items()}
+    wall, _ = engine_share(pair, n)
+    return wall, {role: clock.seconds - before[role] for role, clock in clocks.items()}
+
+
+def block_forward(model, rows, tokens=5, repeats=5):
+    """The fastest of ``repeats`` forwards of ``rows`` rows of ``tokens`` ids each (a gamma-4 block's verification
+    per row), without a cache: what a block's target call costs by its rows."""
+    ids = torch.randint(0, model.config.vocab_size, (rows, tokens))
+    with torch.inference_mode():
+        model(ids)
+        return min(timed(lambda: model(ids)) for _ in range(repeats))
+
+
+def timed(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def models_share(pair_name, bursts):
+    """The section for ``--models-share``: one run alone and the fourteen, each with the seconds their models'
+    forwards took (medians of ``bursts``; the burst of median wall time's split)."""
+    pair = load_pair(pair_name, progress=lambda m: None)
+    clocks = {"target": ForwardClock([pair.target]), "draft": ForwardClock([pair.draft])}
+    engine_share(pair, CALLS)  # warm
+    one, many = ([timed_share(pair, n, clocks) for _ in range(bursts)] for n in (1, CALLS))
+    one, many = (sorted(runs, key=lambda run: run[0])[len(runs) // 2] for runs in (one, many))
+    single, rows = block_forward(pair.target, 1), block_forward(pair.target, CALLS)
+
+    def cells(run):
+        wall, seconds = run
+        models = seconds["target"] + seconds["draft"]
+        return (f"{wall:.3f} s ({wall / one[0]:.1f}x) | {seconds['target']:.3f} s ({seconds['target'] / one[0]:.1f}x)"
+                f" | {seconds['draft']:.3f} s | {models:.3f} s ({models / one[0]:.1f}x) | {wall - models:.3f} s")
+    return "\n".join([
+        f"## Short calls: the models' own share ({pair_name} pair)", "",
+        f"`python bench/short_calls_floor.py --models-share --pair {pair_name} --bursts {bursts}`, "
+        f"{time.strftime('%Y-%m-%d')}, {cpu_description()}, {torch.get_num_threads()} torch threads: load_test's short "
+        f"calls (v3 alpha 0.3, gamma 4, T 1, {TOKENS} tokens) decoding in one RunningBatches in this process, all "
+        f"joining at the first block; every forward of the target and the draft clocked; the burst of median wall "
+        f"time of {bursts}. Ratios are to one run alone's wall time.", "",
+        "| runs | wall | the target's forwards | the draft's forwards | both models | the rest (engine) |",
+        "|---|---|---|---|---|---|",
+        f"| one alone | {cells(one)} |", f"| {CALLS} together | {cells(many)} |", "",
+        f"One target forward over a block's 5 tokens: {1000 * single:.1f} ms for one row, {1000 * rows:.1f} ms for "
+        f"{CALLS} rows ({rows / single:.1f}x).", ""])
+
+
 def report(bursts):
     gradio = over_http_of(["bench/short_calls_floor.py", "--stand-in"], bursts)
     engine = in_process(bursts)
@@ -253,6 +322,9 @@ def main():
                         help="serve the explorer with its engine's steps clocked (what the benchmark runs)")
     parser.add_argument("--engine-process", action="store_true",
                         help="serve the stand-in with an engine process (what the benchmark runs)")
+    parser.add_argument("--models-share", action="store_true",
+                        help="only the models' forwards' share of one run and of the fourteen, in this process")
+    parser.add_argument("--pair", default="tiny", help="--models-share's pair")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--out", default=str(ROOT / "docs" / "app-benchmarks.md"))
     args = parser.parse_args()
@@ -262,9 +334,13 @@ def main():
         return timed_explorer(args.port)
     if args.engine_process:
         return engine_process(args.port)
-    text = report(args.bursts)
+    if args.models_share:
+        text = models_share(args.pair, args.bursts)
+        key = f"## Short calls: the models' own share ({args.pair} pair)"
+    else:
+        text, key = report(args.bursts), "## Short calls: each share of the fourteen apart"
     print(text)
-    write_section(args.out, text, "## Short calls: each share of the fourteen apart")
+    write_section(args.out, text, key)
 
 
 if __name__ == "__main__":

@@ -105,6 +105,33 @@ def test_short_calls_floor_engine_share_shares_one_batch_and_decodes_each_run_as
         assert trace.counters[OTHER_ROWS] == 2 and OTHER_ROWS not in solo.counters
 
 
+def test_short_calls_floor_models_share_clocks_every_forward_inside_the_runs_wall_time():
+    """--models-share: the seconds in the models' forwards are clocked per forward (a model that sleeps 20 ms a
+    call reads 20 ms a call) and, for one run and the fourteen, lie inside the runs' wall time."""
+    import re
+    import time
+
+    import torch
+    from bench.short_calls_floor import CALLS, ForwardClock, models_share
+
+    class Sleeper(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.02)
+            return x
+
+    sleeper = Sleeper()
+    clock = ForwardClock([sleeper])
+    for _ in range(3):
+        sleeper(torch.zeros(1))
+    assert 0.06 <= clock.seconds < 0.1
+    text = models_share("tiny", 1)
+    for label in ("one alone", f"{CALLS} together"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+        wall, target, draft, models, rest = (float(x) for x in re.findall(r"([0-9.]+) s\b", row))
+        assert 0 < target and 0 < draft and abs(target + draft - models) < 2e-3 and models < wall
+        assert abs(wall - models - rest) < 2e-3
+
+
 def test_speedup_bench_reads_runs_whose_every_token_is_the_targets_own(tmp_path):
     """At 4 tokens on the tiny pair gamma "auto"'s floor has the target sample every token of some runs (on this
     project's machines; it depends on the measured prices): such a run has no acceptance and no engine time per
