@@ -44,6 +44,7 @@ from cascade_core import load_pair  # noqa: E402
 from cascade_core.engine import generate, stream  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.running import RunningBatches  # noqa: E402
+from cascade_core.settings import MAX_BATCH_ROWS  # noqa: E402
 
 CALLS, TOKENS = 14, 16
 
@@ -229,6 +230,28 @@ def timed_share(pair, n, clocks):
     return wall, {role: clock.seconds - before[role] for role, clock in clocks.items()}
 
 
+def finish_times(pair, n, width):
+    """Each of n short runs' seconds to its end, decoding in one RunningBatches at most ``width`` rows wide (the
+    others wait inside it for room), sorted."""
+    batches, start, times = RunningBatches(width=width), time.perf_counter(), []
+    live = {i: short_run(pair, i, batches) for i in range(n)}
+    while live:
+        times += [time.perf_counter() - start for _ in step_each(live)]
+    return sorted(times)
+
+
+def widths_line(pair, one, widths=(MAX_BATCH_ROWS, 8, 5)):
+    """How the fourteen's p50 and mean move with the batch's width: fewer rows at once finish some calls sooner
+    where a forward's cost grows with its rows."""
+    cells = []
+    for width in widths:
+        times = finish_times(pair, CALLS, width)
+        p50, mean = statistics.median(times), statistics.mean(times)
+        cells.append(f"{width}: p50 {p50:.3f} s ({p50 / one:.1f}x), mean {mean:.3f} s, last {times[-1]:.3f} s")
+    return (f"The {CALLS} with the batch at most so many rows wide (the rest wait inside it for room; "
+            f"{MAX_BATCH_ROWS} is the server's): " + "; ".join(cells) + ".")
+
+
 def block_forward(model, rows, tokens=5, repeats=5):
     """The fastest of ``repeats`` forwards of ``rows`` rows of ``tokens`` ids each (a gamma-4 block's verification
     per row), without a cache: what a block's target call costs by its rows."""
@@ -270,7 +293,7 @@ def models_share(pair_name, bursts):
         "|---|---|---|---|---|---|",
         f"| one alone | {cells(one)} |", f"| {CALLS} together | {cells(many)} |", "",
         f"One target forward over a block's 5 tokens: {1000 * single:.1f} ms for one row, {1000 * rows:.1f} ms for "
-        f"{CALLS} rows ({rows / single:.1f}x).", ""])
+        f"{CALLS} rows ({rows / single:.1f}x). " + widths_line(pair, one[0]), ""])
 
 
 def report(bursts):
