@@ -39,6 +39,7 @@ import torch  # noqa: E402
 
 from bench.load_test import callers, request, sent_together  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
+from bench.measure import timed  # noqa: E402
 from bench.server import served  # noqa: E402
 from cascade_core import load_pair  # noqa: E402
 from cascade_core.engine import generate, stream  # noqa: E402
@@ -176,12 +177,19 @@ def engine_busy(log, spans):
 def engine_share(pair, n):
     """(seconds, traces) of n short runs decoding in one RunningBatches, advanced in turn as the engine thread
     advances its callers."""
-    batches = RunningBatches()
+    ended = decoded_together(pair, n)
+    return max(seconds for _, seconds in ended), [trace for trace, _ in ended]
+
+
+def decoded_together(pair, n, width=MAX_BATCH_ROWS):
+    """Per run, in order, (its trace, its seconds to its end) of n short runs decoding in one RunningBatches at most
+    ``width`` rows wide (the others wait inside it for room)."""
+    batches, start, ended = RunningBatches(width=width), time.perf_counter(), {}
     live = {i: short_run(pair, i, batches) for i in range(n)}
-    start, finished = time.perf_counter(), {}
     while live:
-        finished.update(step_each(live))
-    return time.perf_counter() - start, [finished[i] for i in range(n)]
+        finished = step_each(live)
+        ended.update({i: (trace, time.perf_counter() - start) for i, trace in finished.items()})
+    return [ended[i] for i in range(n)]
 
 
 def step_each(live):
@@ -230,22 +238,12 @@ def timed_share(pair, n, clocks):
     return wall, {role: clock.seconds - before[role] for role, clock in clocks.items()}
 
 
-def finish_times(pair, n, width):
-    """Each of n short runs' seconds to its end, decoding in one RunningBatches at most ``width`` rows wide (the
-    others wait inside it for room), sorted."""
-    batches, start, times = RunningBatches(width=width), time.perf_counter(), []
-    live = {i: short_run(pair, i, batches) for i in range(n)}
-    while live:
-        times += [time.perf_counter() - start for _ in step_each(live)]
-    return sorted(times)
-
-
 def widths_line(pair, one, widths=(MAX_BATCH_ROWS, 8, 5)):
     """How the fourteen's p50 and mean move with the batch's width: fewer rows at once finish some calls sooner
     where a forward's cost grows with its rows."""
     cells = []
     for width in widths:
-        times = finish_times(pair, CALLS, width)
+        times = sorted(seconds for _, seconds in decoded_together(pair, CALLS, width))
         p50, mean = statistics.median(times), statistics.mean(times)
         cells.append(f"{width}: p50 {p50:.3f} s ({p50 / one:.1f}x), mean {mean:.3f} s, last {times[-1]:.3f} s")
     return (f"The {CALLS} with the batch at most so many rows wide (the rest wait inside it for room; "
@@ -259,12 +257,6 @@ def block_forward(model, rows, tokens=5, repeats=5):
     with torch.inference_mode():
         model(ids)
         return min(timed(lambda: model(ids)) for _ in range(repeats))
-
-
-def timed(call):
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
 
 
 def models_share(pair_name, bursts):
