@@ -56,6 +56,8 @@ def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS, batches=None):
         return None
 
     first = [row for row in (advance(next(waiting, None), None) for _ in range(min(width, len(lanes)))) if row]
+    if not first:  # every lane ended before its first row (a resumed sweep with nothing left to run)
+        return [results[lane] for lane in range(len(lanes))]
     yield from mapped(decode(pair, first, lambda row: advance(row.lane, row.trace), batches),
                       lambda rows: [row.trace for row in rows])
     return [results[lane] for lane in range(len(lanes))]

@@ -186,6 +186,24 @@ def test_an_interrupted_sweep_resumes_to_the_same_rows(tmp_path, tiny):
     assert (tmp_path / "out" / "summary.csv").exists() and (tmp_path / "out" / "report.html").exists()
 
 
+def test_a_finished_sweep_resumed_adds_nothing_rewrites_its_summary_and_exits_0(tmp_path, prompts):
+    """A resume with nothing left to run: no row added, summary and report written again, exit status 0."""
+    from sweeps.__main__ import main
+
+    (tmp_path / "p.jsonl").write_text('{"prompt": "The cat"}\n{"prompt": "Once upon"}\n')
+    argv = ["--pair", "tiny", "--prompts", str(tmp_path / "p.jsonl"), "--rules", "lossless,opt,v3", "--alphas",
+            "auto:3", "--seeds", "0", "--gamma", "3", "--temperature", "1", "--max-new-tokens", "16",
+            "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    out = tmp_path / "out"
+    rows = (out / "rows.jsonl").read_text()
+    (out / "summary.csv").unlink()
+    (out / "report.html").unlink()
+    assert main(argv) == 0
+    assert (out / "rows.jsonl").read_text() == rows
+    assert (out / "summary.csv").exists() and (out / "report.html").exists()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One local Ray instance for the module (2 CPUs, no dashboard), shut down afterwards."""
