@@ -79,7 +79,8 @@ def alpha_slider(rule, alpha, **kwargs):
 
 def rule_info(rule):
     record = RULES[rule]
-    return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)")
+    return f"{record.summary} ({record.source}" + (")" if record.alpha_used else "; alpha is ignored)") + \
+        (f". {record.note}" if record.note else "")
 
 
 def rule_changed(rule, alpha):

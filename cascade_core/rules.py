@@ -7,7 +7,7 @@ per position; token rules one a*(v) per vocabulary token, and defer the set r(v)
 over the whole vocabulary. Defining every decision through a* keeps the decision, the a* a trace reports and
 the app's recolouring consistent by construction.
 
-Equation numbers are the ICLR 2025 paper's, as the authors' notebook cites them. Shapes: distributions are
+Equation and lemma numbers are arXiv 2405.19261v2's (Lemma 8: §C.3, the greedy limit). Shapes: distributions are
 ``[..., V]``; a* is ``[...]`` (one per position) or ``[..., V]`` (one per token, ``per_token``).
 """
 import math
@@ -74,19 +74,32 @@ def bild_a_star(d):
     return d.cross_entropy
 
 
+FSD_DIFFERS = ("FSD itself rejects the draft's token outright above its threshold and samples p (its code drafts "
+               "greedily); here a deferral verifies the draft's token against pi = p with min(1, p / q), rejecting "
+               "with probability TV(p, q) (Lemma 3) instead of 1, so rejections are fewer than FSD's.")
+
+
 def fuzzy_a_star(d):
-    """Fuzzy speculative decoding (Holsman et al., ACL Findings 2025, arXiv 2502.20704), with its Jensen-Shannon
-    divergence: the draft's token stands where JS(q, p) <= alpha, else the target verifies it (pi = p). JS is
-    symmetric and at most ln 2, so alpha >= ln 2 never defers."""
+    """FSD's criterion as a cascade rule (fuzzy speculative decoding, Holsman et al., ACL Findings 2025, arXiv
+    2502.20704), with its Jensen-Shannon divergence: pi = q where JS(q, p) <= alpha, else pi = p, verified with
+    min(1, pi / q) like every position rule; FSD itself decides deterministically (FSD_DIFFERS says how that
+    differs). JS is symmetric and at most ln 2, so alpha >= ln 2 never defers."""
     return d.js
 
 
 JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plain speculative sampling
+JUDGE_READING = ("The KL's direction, KL(q || p), and the fallback above the threshold, standard speculative sampling "
+                 "(pi = p), are this project's reading: the stored abstract of arXiv 2601.04766 fixes neither. "
+                 "KL(q || p) averages over the tokens the draft proposes (it is BiLD*'s cross-entropy less the "
+                 "draft's entropy), and falling back to the speculative sampling the confidence mask uses keeps every "
+                 "deferral exact against p, as in every position rule.")
 
 
 def judge_a_star(d):
     """The training-free KL judge ("Revisiting Judge Decoding", Sun et al., arXiv 2601.04766): defer where
-    KL(q || p) > alpha, and always where the target is confident (max p > 0.9), so a* is inf there."""
+    KL(q || p) > alpha, and always where the target is confident (max p > 0.9), so a* is inf there. The stored
+    abstract fixes the KL relaxation and the mask (standard speculative sampling above max p 0.9); the KL's
+    direction and what happens above the threshold are this project's reading (JUDGE_READING)."""
     return torch.where(d.max_p > JUDGE_CONFIDENCE, math.inf, d.kl_q_p)
 
 
@@ -177,6 +190,7 @@ class Rule:
     alpha_used: bool = True
     decides_on_q: bool = False  # its decision reads the draft alone (a sequential cascade calls p only to defer)
     defers_above: bool = False  # it defers where its statistic is above the threshold (a divergence), not below
+    note: str = ""  # how it differs from the method it comes from, or which reading of its source it takes
 
     @property
     def target_alone_is_exact(self):
@@ -243,7 +257,7 @@ RULES = {rule.name: rule for rule in (
          pi_per_position, ("max q", _read("max_q")), ("max p - alpha", lambda pos, a: pos["max_p"] - a)),
     Rule("opt", "position", "defer when the target's extra confidence outweighs the cost of disagreeing",
          "max q < max p - alpha * TV(p, q)", "(max p - max q) / TV", ANY, "the price of disagreeing, per unit of TV",
-         "the plug-in optimal rule, Eq. (10)", opt_a_star, pi_per_position, ("max q", _read("max_q")),
+         "the plug-in estimate of the optimal rule (Eq. 10)", opt_a_star, pi_per_position, ("max q", _read("max_q")),
          ("max p - alpha * TV", lambda pos, a: pos["max_p"] - a * pos["tv"])),
     Rule("v1", "token", "token rule: defer tokens the draft rates low against the target's best",
          "q(v) < max p - alpha", "max p - q(x)", (-1.0, 1.0), "slack below the target's best for the draft's own "
@@ -268,15 +282,17 @@ RULES = {rule.name: rule for rule in (
          "that cross-entropy", (0.0, 10.0), "how surprised the target may be", "BiLD* (Kim et al., 2023), the "
          "paper's baseline", bild_a_star, pi_per_position, ("D(q, p)", lambda pos: pos["a_star"]["bild"]),
          ("alpha", lambda pos, a: a), defers_above=True),
-    Rule("fuzzy", "position", "fuzzy speculative decoding: defer when the models' distributions diverge",
+    Rule("fuzzy", "position", "FSD's criterion as a cascade rule: defer when the models' distributions diverge",
          "JS(q, p) > alpha", "JS(q, p)", (0.0, 0.7), "how far apart q and p may be (JS is at most ln 2 = 0.693)",
-         "Fuzzy speculative decoding (Holsman et al., 2025), JS divergence", fuzzy_a_star, pi_per_position,
-         ("JS(q, p)", lambda pos: pos["a_star"]["fuzzy"]), ("alpha", lambda pos, a: a), defers_above=True),
+         "FSD's criterion (Holsman et al., 2025) as a cascade rule, JS divergence", fuzzy_a_star, pi_per_position,
+         ("JS(q, p)", lambda pos: pos["a_star"]["fuzzy"]), ("alpha", lambda pos, a: a), defers_above=True,
+         note=FSD_DIFFERS),
     Rule("judge", "position", "KL judge: defer when the draft diverges from the target, always when the target is "
          "confident", "KL(q || p) > alpha or max p > 0.9", "KL(q || p); inf where max p > 0.9", (0.0, 10.0),
-         "how far the draft may diverge where the target is unsure", "the training-free KL judge (Sun et al., 2026)",
-         judge_a_star, pi_per_position, ("KL(q || p)", lambda pos: pos["a_star"]["judge"]),
-         ("alpha", lambda pos, a: a), defers_above=True),
+         "how far the draft may diverge where the target is unsure", "the training-free KL judge (Sun et al., 2026); "
+         "KL direction and fallback: this project's reading", judge_a_star, pi_per_position,
+         ("KL(q || p)", lambda pos: pos["a_star"]["judge"]), ("alpha", lambda pos, a: a), defers_above=True,
+         note=JUDGE_READING),
     Rule("target", "baseline", "target only (baseline)", "plain sampling from p", "-", ANY, "-", "baseline", always,
          pi_target, alpha_used=False),
     Rule("draft", "baseline", "draft only (baseline)", "plain sampling from q", "-", ANY, "-", "baseline", never,
@@ -324,10 +340,11 @@ def _verifies_against_p_where_deferred(*names):
 
 def rules_table():
     """The rules as a Markdown table, read from their records: the README, the app's "How to read this" and the
-    Hub export's model card show it."""
+    Hub export's model card show it. A ``|`` in a cell (KL(q || p)) is escaped, else it would end the cell (GFM
+    splits cells at it even inside code)."""
     lines = ["| rule | defers when | a* | alpha | what alpha means | from |", "|---|---|---|---|---|---|"]
     for r in RULES.values():
         alpha = r.range_text() if r.alpha_used else "-"
-        lines.append(f"| `{r.name}` | `{r.defers_when}` | `{r.a_star_formula}` | {alpha} | {r.alpha_meaning} | "
-                     f"{r.source} |")
+        cells = (f"`{r.name}`", f"`{r.defers_when}`", f"`{r.a_star_formula}`", alpha, r.alpha_meaning, r.source)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)

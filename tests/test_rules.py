@@ -149,3 +149,47 @@ def test_outcome_unchanged():
     assert outcome_unchanged("chow", 0.6, 0.5, "v3", 0.9, 0.3)         # neither defers: the draft token stands
     assert not outcome_unchanged("v3", 0.1, 0.5, "v3", 0.2, 0.5)       # token rule deferred: eta may change
     assert outcome_unchanged("lossless", 0.0, math.inf, "lossless", 0.7, math.inf)
+
+
+def test_fsds_criterion_as_a_cascade_rule_rejects_with_probability_tv_not_one():
+    """rules.FSD_DIFFERS: where fuzzy defers, pi = p and the draft's token x ~ q is kept with probability
+    min(1, p(x) / q(x)), so it is rejected with probability sum_x q(x) (1 - min(1, p(x) / q(x))) = TV(p, q) (Lemma 3),
+    here 0.4, where FSD itself rejects it outright (probability 1)."""
+    pi = target_distribution("fuzzy", q, p, 0.10)  # JS = 0.1019 > 0.10: deferred
+    assert close(pi, p)
+    rejected = float((q * (1 - (pi / q).clamp_max(1.0))).sum())
+    assert rejected == pytest.approx(TV, abs=1e-12) and rejected < 1
+    assert "rejects the draft's token outright" in RULES["fuzzy"].note and "TV(p, q)" in RULES["fuzzy"].note
+    assert RULES["fuzzy"].gist.startswith("FSD's criterion as a cascade rule")
+
+
+def test_the_judges_reading_is_said_and_its_kl_is_bilds_cross_entropy_less_the_drafts_entropy():
+    """rules.JUDGE_READING names the KL's direction and the fallback as this project's reading, and says KL(q || p) is
+    BiLD*'s cross-entropy less the draft's entropy: KL(q || p) = -sum q log p - (-sum q log q)."""
+    from cascade_core.distributions import Distributions
+
+    gen = torch.Generator().manual_seed(3)
+    qs, ps = (torch.rand(5, 7, generator=gen, dtype=torch.float64).softmax(-1) for _ in range(2))
+    d = Distributions(qs, ps)
+    entropy = -(qs * qs.log()).sum(-1)
+    assert close(d.kl_q_p, d.cross_entropy - entropy)
+    assert "this project's reading" in RULES["judge"].note and "fixes neither" in RULES["judge"].note
+    assert "this project's reading" in RULES["judge"].source
+
+
+def test_the_rules_table_escapes_a_pipe_in_a_cell():
+    """KL(q || p) in a Markdown table cell would end the cell: every row of rules_table has its six cells."""
+    import re
+
+    from cascade_core.rules import rules_table
+
+    for line in rules_table().splitlines():
+        assert len(re.findall(r"(?<!\\)\|", line)) == 7, line
+    assert r"`KL(q \|\| p) > alpha or max p > 0.9`" in rules_table()
+
+
+def test_the_rule_text_under_the_menu_says_how_a_rule_differs_from_its_source():
+    from app.controls import rule_info
+
+    assert rule_info("fuzzy").endswith(RULES["fuzzy"].note) and rule_info("judge").endswith(RULES["judge"].note)
+    assert rule_info("chow") == f"{RULES['chow'].summary} ({RULES['chow'].source})"
