@@ -10,6 +10,7 @@ from cascade_core import mapped, stream
 from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
 from .compare import compare_steps, label, progress_line, tokens_asked
 from .derivation import LATEX, STEPS, check, shown_answers, step_markdown
+from .findings import build_findings
 from .gpu import gpu
 from .lessons import LESSONS, introduction
 from .links import PRESS_JS, Linked, restore_outputs, restored
@@ -167,4 +168,5 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
             opened.click(lambda params=lesson.link(): restored(params, linked), None,
                          restore_outputs(linked, tabs, link_status, press), **QUEUED_INSTANT).then(
                 None, press, press, js=PRESS_JS)
+    build_findings()
     return dict(step=step_box)
