@@ -1,7 +1,9 @@
 """Four ways to spend a draft and a target on one prompt, each run for real and timed call by call:
 
-1. a cascade in the usual sense: the draft answers in full; if its confidence (mean max q over its tokens) is
-   below a threshold, the target answers again from scratch;
+1. a sequential cascade, this app's variant of the paper's SeqCascade [Chow] (Eq. 1, which defers the whole
+   response iff the draft's sequence probability is below 1 - alpha): the draft answers in full; if its confidence,
+   here the mean max q over its tokens (a length-free measure, where a sequence probability shrinks with every
+   token), is below a threshold, the target answers again from scratch;
 2. speculative decoding (lossless): the target's exact distribution, verified in blocks;
 3. the speculative cascade with a rule and alpha;
 4. the token-level sequential cascade with the same rule: one position at a time, the target only where the rule

@@ -328,3 +328,124 @@ def test_docs_spec_how_fuzzy_and_the_judge_relate_to_chow_diff_and_opt():
     q, p = [0.97, 0.01, 0.01, 0.01], [0.92, 0.04, 0.02, 0.02]
     assert all(defers("judge", q, p, alpha) for alpha in (0.0, 5.0, 10.0))
     assert not defers("diff", q, p, 0.0) and not defers("opt", q, p, 0.0)
+
+
+# -- The docs, README and the Hub card: what they teach about the method ---------------------------------------
+
+def doc(path):
+    return (ROOT / path).read_text()
+
+
+def flat(text):
+    """A Markdown text with its line breaks as spaces, so a sentence reads as one line."""
+    return " ".join(text.split())
+
+
+def test_the_readme_and_the_hub_card_say_deferring_changes_pi_and_the_first_rejection_ends_the_block():
+    """Item 16: a deferral picks the pi the draft's token is verified against (Alg. 4/5); the target does not "take
+    over", and this engine drafts gamma + 1 tokens a block."""
+    from cascade_core.hub_export import exported_files
+    card, readme = flat(exported_files()["README.md"]), flat(doc("README.md"))
+    for text in (card, readme):
+        assert "takes over" not in text and "the target decides" not in text
+        assert "which distribution pi the draft's token is verified against" in text.replace("`", "")
+        assert "the first rejection ends the block" in text
+    assert "proposes `gamma + 1` tokens" in card and "proposes `gamma` tokens" not in card
+
+
+def as_python(formula):
+    """A speed-up formula as the docs write it (a^b, implied products) as a Python expression."""
+    formula = formula.replace("^", "**")
+    formula = re.sub(r"\)\s*(?=[(\w])", ")*", formula)
+    return re.sub(r"(\w)\s+(?=[(a-z])", r"\1*", formula)
+
+
+def test_the_speed_up_the_docs_give_is_what_the_app_calls():
+    """Item 15: spec.md's formula with (gamma + 1) c is expected_speedup(a, gamma, c, gamma + 1), and every call in
+    the app and the sweeps' figures passes gamma + 1 draft calls a block."""
+    import ast
+    spec = flat(doc("docs/spec.md"))
+    shown, leviathan = re.search(r"The speed-up the app shows beside its measured projection, `([^`]+)`, is Leviathan "
+                                 r"et al.'s \(2023\) estimate `([^`]+)` with this engine's gamma \+ 1 draft calls", spec).groups()
+    for a, gamma, c in ((0.6, 4, 0.2), (0.9, 2, 0.05), (0.3, 7, 0.5)):
+        assert eval(as_python(shown)) == pytest.approx(expected_speedup(a, gamma, c, gamma + 1))
+        assert eval(as_python(leviathan)) == pytest.approx(expected_speedup(a, gamma, c))
+    calls = [(path, node) for path in [*(ROOT / "app").rglob("*.py"), *(ROOT / "sweeps").rglob("*.py")]
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "expected_speedup"]
+    assert len(calls) >= 3
+    for path, call in calls:
+        assert len(call.args) == 4 and ast.unparse(call.args[3]) == ast.unparse(call.args[1]) + " + 1", path
+
+
+def token_rules_rejection(rule, alpha):
+    """The rejection probability sum_v max(0, pi - q) in the Sandbox's starting q and p, and the same by the formula
+    the docs give, eta sum_{v in A} p(v) + sum_{v not in A} max(0, eta p(v) - q(v))."""
+    _, q, p = START
+    numbers = dissect(rule, q, p, alpha)
+    eta = sum(qv for qv, d in zip(q, numbers["defers"]) if d)
+    by_formula = sum(eta * pv if not d else max(0.0, eta * pv - qv) for qv, pv, d in zip(q, p, numbers["defers"]))
+    assert numbers["rejection_prob"] == pytest.approx(by_formula)
+    return round(numbers["rejection_prob"], 4), sum(numbers["defers"])
+
+
+def test_a_token_rule_can_reject_more_often_than_lossless_and_more_as_alpha_grows_as_the_docs_say():
+    """Items 1, 10 and the class plan: not r TV (Lemma 3 holds for pi in {q, p}); v3 at alpha 0.5 rejects more than
+    lossless (TV), and at 0.6 it defers fewer tokens yet rejects more."""
+    (lossless, _), (v3, deferred), (v3_later, deferred_later) = (
+        token_rules_rejection(rule, alpha) for rule, alpha in (("lossless", 0.0), ("v3", 0.5), ("v3", 0.6)))
+    assert (lossless, v3, v3_later) == (0.43, 0.4725, 0.4861) and deferred_later < deferred
+    for path in ("docs/spec.md", "docs/teaching.md"):
+        text = flat(doc(path))
+        assert "0.4725" in text and "0.43" in text and "0.4861" in text, path
+
+
+def test_worksheet_7_a_constant_price_and_a_price_per_unit_of_tv_decide_differently():
+    """Eq. 4/5 against Eq. 10: max q 0.5, max p 0.7, TV 0.4, alpha 0.3: diff keeps the draft, opt defers."""
+    q, p = [0.5, 0.1, 0.4], [0.7, 0.3, 0.0]
+    assert float(Distributions(*(torch.tensor(v, dtype=torch.float64) for v in (q, p))).tv) == pytest.approx(0.4)
+    assert not defers("diff", q, p, 0.3) and defers("opt", q, p, 0.3)
+    assert "0.5 > 0.3 + 0.3 x 0.4 = 0.42" in doc("docs/teaching.md")
+
+
+def test_under_greedy_decoding_opt_and_diff_can_defer_at_different_positions_with_the_same_pi():
+    """Lemma 8 as the docs state it: where both top tokens agree (TV = 0), opt defers wherever max p > max q and
+    diff only past alpha, but pi = p = q there, so the output is the same."""
+    (q1, q0), (p1, p0) = (untempered_and_tempered(torch.tensor(logits, dtype=torch.float64)[None], 0.0)
+                          for logits in ([1.0, 0.5, 0.0], [2.0, 0.5, 0.0]))
+    d = Distributions(q0, p0, q1, p1, greedy=True)
+    assert float(d.tv) == 0.0 and float(p1.amax() - q1.amax()) < 0.3
+    assert bool(RULES["opt"].defers(d, 0.3)[0]) and not bool(RULES["diff"].defers(d, 0.3)[0])
+    assert torch.equal(RULES["opt"].target(d, 0.3), RULES["diff"].target(d, 0.3))
+    for path in ("docs/spec.md", "docs/teaching.md"):
+        assert "The deferral counts can still differ" in flat(doc(path)), path
+
+
+def test_a_sequential_cascade_with_diff_calls_the_target_at_every_position(tiny64):
+    """Remark 1: diff needs p everywhere, so in a sequential cascade the target reads every position; chow, which
+    decides on q alone, calls it only where it defers (Remark 2: a speculative cascade has p from the block's pass)."""
+    diff, chow = (generate(tiny64, "Hello there", rule=rule, alpha=0.3, sequential=True, seed=1, **RUN)
+                  for rule in ("diff", "chow"))
+    assert diff.stats["target_calls"] == RUN["max_new_tokens"] > chow.stats["target_calls"]
+
+
+def test_the_docs_say_every_derivation_step_has_an_exercise_and_it_does():
+    """Item 6: six steps, each with an exercise, in the app and in every doc that counts them."""
+    from app.derivation import STEPS
+    assert len(STEPS) == 6 and all(step.answers for step in STEPS)
+    for path in ("README.md", "docs/teaching.md"):
+        text = flat(doc(path))
+        assert "six steps, each with an exercise" in text and "exercise a step" not in text, path
+
+
+DOCS_FALSE = re.compile(r"takes over|verifies all of them|exercise a step|plug-in optimal rule|"
+                        r"KL\(q \|\| p\)|larger alpha[^.]*faster|cascade in the usual sense", re.IGNORECASE)
+
+
+def test_no_doc_repeats_a_corrected_sentence():
+    """Items 8, 16, 6, 21, 10 and the plug-in's name: none of the corrected sentences is back in the docs, the README,
+    the Hub card or the Strategies module (a bare KL(q || p) ends a Markdown table's cell: it is written KL(q \\|\\| p))."""
+    files = ["README.md", "cascade_core/model_card.md", "cascade_core/strategies.py", "app/strategies.py",
+             *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+    found = [f"{path}: {m.group(0)}" for path in files for m in DOCS_FALSE.finditer(flat(doc(path)))]
+    assert not found, found
