@@ -114,8 +114,6 @@ def build_derivation(k):
     """The derivation's steps, each with its exercise: an answer, Check, and the reveal (no model call)."""
     for i, step in enumerate(STEPS):
         gr.Markdown(step_markdown(i + 1, step), latex_delimiters=LATEX, elem_id=f"lesson-{k}-step-{i + 1}")
-        if not step.answers:
-            continue
         with gr.Row():
             choice = gr.Radio(shown_answers(i, step), label=step.question, elem_id=f"lesson-{k}-exercise-{i + 1}",
                               scale=4)

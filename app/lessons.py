@@ -153,9 +153,11 @@ LESSONS = (
                       "That is diff (Eq. 5). opt subtracts alpha TV(p, q) from the target's extra confidence "
                       "(Eq. 10), so TV tilts its boundary: the decision map's rising line."))),
     Lesson("From the risk to opt: the derivation", "Derivation",
-           "Where does opt's test come from? Six steps, from the risk a cascade takes to the rule opt runs, each with "
-           "an exercise: commit to an answer, then check it. Then run opt and see the steps' numbers at positions of "
-           "the run, and every position placed on the decision map.",
+           "Where does opt's test come from? Six steps, from the constant price a sequential cascade pays per deferral "
+           "(Eq. 3) through the price a speculative cascade pays instead (Lemma 3) to the rule opt runs (Eq. 10) and "
+           "what greedy decoding makes of it (Lemma 8), each with an exercise: commit to an answer, then check it. "
+           "Then run opt and see the steps' numbers at positions of the run, and every position placed on the "
+           "decision map.",
            "Run opt (alpha 0.3) and place each position at (TV, max p - max q). Which positions will it defer?",
            "rows", (("opt", 0.3),), look=look_for_derivation, held=held_derivation, decision_map=True,
            derivation=True, opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.3)), answers=(

@@ -68,11 +68,11 @@ def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
 
 def test_the_derivation_checks_each_exercise_and_reveals_the_lessons_answer(tiny_app_url):
     with open_page(tiny_app_url + "?tab=learn&step=5", height=1200) as page:
-        page.wait_for_selector("#lesson-5-exercise-2")
-        page.click("#lesson-5-exercise-2 label:has-text('0.6.')")
-        page.click("#lesson-5-check-2")
-        page.wait_for_function("() => document.querySelector('#lesson-5-reveal-2')?.innerText.startsWith('Not quite')")
-        assert "1 - TV = 0.6" in page.inner_text("#lesson-5-reveal-2")
+        page.wait_for_selector("#lesson-5-exercise-3")
+        page.click("#lesson-5-exercise-3 label:has-text('0.6.')")
+        page.click("#lesson-5-check-3")
+        page.wait_for_function("() => document.querySelector('#lesson-5-reveal-3')?.innerText.startsWith('Not quite')")
+        assert "1 - TV = 0.6" in page.inner_text("#lesson-5-reveal-3")
         page.click("#lesson-5-exercise-5 label:has-text('alpha < 0.75.')")
         page.click("#lesson-5-check-5")
         page.wait_for_function("() => document.querySelector('#lesson-5-reveal-5')?.innerText.startsWith('Right')")

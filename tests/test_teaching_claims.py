@@ -270,34 +270,7 @@ def test_the_sandbox_lessons_outcome_is_the_rules_own_accepted_sets():
     assert SANDBOX_SETS[held_sandbox((("v1", 0.9), ("v2", 0.9), ("v3", 0.99)))] == {"v1", "v2", "v3"}
 
 
-# -- Lesson 5: the derivation's exercises, against the rules ---------------------------------------------------
-
-def test_the_derivations_exercises_are_right_by_the_rules():
-    """Each exercise's right answer is what the engine's own functions compute on the exercise's q and p."""
-    from app.derivation import P, Q, STEPS, check
-    q, p = torch.tensor(Q, dtype=torch.float64), torch.tensor(P, dtype=torch.float64)
-    d = Distributions(q, p)
-    by_title = {step.title.split(" (")[0]: step for step in STEPS}
-    lemma3 = by_title["What a deferral costs in a speculative cascade"]
-    deferring = dissect("diff", list(Q), list(P), 0.0)  # diff's a* is 0.3 here: at alpha 0 it defers
-    assert deferring["defers"][0] and deferring["rejection_prob"] == pytest.approx(0.4) == float(d.tv)
-    assert lemma3.answers[0].text.startswith("0.4") and lemma3.answers[1].text.startswith("0.6")
-    plug_in = by_title["The plug-in: opt"]
-    assert float(RULES["opt"].a_star(d)) == pytest.approx(0.75) and float(RULES["diff"].a_star(d)) == pytest.approx(0.3)
-    assert plug_in.answers[0].text == "alpha < 0.75." and plug_in.answers[1].text == "alpha < 0.3."
-    lemma4 = by_title["The optimal rule"]
-    assert not 0.2 > 0.6 * float(d.tv) and lemma4.answers[0].text.startswith("No")
-    greedy = by_title["Greedy decoding"]
-    _, q0 = untempered_and_tempered(torch.tensor([2.0, 1.0, 0.0]), 0.0)
-    _, p0 = untempered_and_tempered(torch.tensor([0.0, 3.0, 1.0]), 0.0)
-    assert float(Distributions(q0, p0).tv) == 1.0 and greedy.answers[0].text == "1."
-    for i, step in enumerate(STEPS):
-        if step.answers:
-            assert check(i, step.answers[0].text).startswith("**Right.**")
-            for wrong in step.answers[1:]:
-                assert wrong.wrong_because and wrong.wrong_because in check(i, wrong.text)
-    assert check(1, None) == "*Pick an answer first.*"
-
+# -- Lesson 5: the derivation's run, against opt's decisions (its exercises: tests/test_derivation.py) ---------
 
 def test_the_derivation_lessons_outcome_is_the_engines_decisions(tiny64):
     """The lesson's answer that held is the one whose prediction matches opt's own decisions: its line."""
