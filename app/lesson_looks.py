@@ -1,6 +1,8 @@
 """What each lesson's run shows, in that run's own numbers: the "What to look for" text under a lesson (app/lessons.py
 names which lesson reads which)."""
-from cascade_core.costs import break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup
+from cascade_core import RULES
+from cascade_core.costs import (break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup,
+                                rejection_terms)
 from cascade_core.explain import dissect
 from cascade_core.running import OTHER_ROWS
 
@@ -79,27 +81,61 @@ def look_for_tv(pair, traces):
             "|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + OPT_ANSWER)
 
 
-OPT_ANSWER = ("**The answer:** at the same confidence gap max p - max q and alpha > 0, opt defers where the gap "
-              "exceeds alpha * TV, so it defers more where the models agree (small TV) and less where they disagree. A "
-              "deferred position is rejected with probability TV (Lemma 3), and alpha * TV is the price of that "
-              "rejection. A large-TV position still defers when its gap is larger still, and diff ignores TV, so "
-              "this run's TV columns mix both effects. The decision map below shows it: each of opt's positions is a "
+OPT_ANSWER = ("**The rule says:** at the same confidence gap max p - max q and alpha > 0, opt defers where the gap "
+              "exceeds alpha * TV (Eq. 10), so it defers more where the models agree (small TV) and less where they "
+              "disagree. Where a position rule defers, pi = p and the draft's token is rejected with probability TV "
+              "(Lemma 3), and alpha * TV is the price of that rejection. Across a run's positions the gap and TV are "
+              "tied (at T = 1, |max p - max q| <= TV, and a position with TV = 0 has p = q and never defers), a "
+              "large-TV position still defers when its gap is larger still, and diff ignores TV, so this run's TV "
+              "columns mix these effects and may show the opposite. The decision map below shows the rule: each of "
+              "opt's positions is a "
               "point (TV, max p - max q); opt defers above its line max p - max q = alpha * TV, which rises with TV, "
               "and diff above its flat line max p - max q = alpha (dashed).")
 
 
+def start_table():
+    """The Sandbox's eight tokens with their q and p, as a Markdown table (lesson 6's question reads them)."""
+    labels, q, p = START
+    return (f"| | {' | '.join(labels)} |\n|---{'|---' * len(labels)}|\n" +
+            "\n".join(f"| {name} | {' | '.join(f'{v:g}' for v in values)} |" for name, values in (("q", q), ("p", p))))
+
+
+def accepted_set(rule, alpha):
+    """The tokens of the Sandbox's START that ``rule`` keeps at alpha (its set A)."""
+    labels, q, p = START
+    return [t for t, defers in zip(labels, dissect(rule, q, p, alpha)["defers"]) if not defers]
+
+
 def look_for_sandbox(rules):
+    """Each rule's accepted set and its rejection probability in Eq. 11's two terms (rejection_terms), lossless's
+    TV beside them, and the last rule at an alpha 0.1 larger: fewer deferrals, not always fewer rejections."""
     labels, q, p = START
     favourite = labels[max(range(len(q)), key=q.__getitem__)]
-    lines = []
-    for rule, alpha in rules:
-        numbers = dissect(rule, q, p, alpha)
-        accepted = [t for t, defers in zip(labels, numbers["defers"]) if not defers]
-        lines.append(f"| {rule} alpha {alpha:g} | {', '.join(accepted) or 'none'} | "
-                     f"{'yes' if favourite in accepted else 'no'} | {number(numbers['rejection_prob'], 3)} |")
+    lines, costs = [], {}
+    for rule, alpha in (*rules, ("lossless", 0.0)):
+        accepted, costs[rule] = accepted_set(rule, alpha), rejection_terms(rule, q, p, alpha)
+        cost = costs[rule]
+        lines.append(f"| {rule}{f' alpha {alpha:g}' if RULES[rule].alpha_used else ' (pi = p)'} | "
+                     f"{', '.join(accepted) or 'none'} | {'yes' if favourite in accepted else 'no'} | "
+                     f"{number(cost.eta, 2)} | {number(cost.kept, 4)} | {number(cost.deferred, 4)} | "
+                     f"**{number(cost.total, 4)}** |")
+    rule, alpha = rules[-1]
+    ours, tv = costs[rule].total, costs["lossless"].total
+    higher = round(alpha + 0.1, 10)
+    then = rejection_terms(rule, q, p, higher).total
+    than = "more often than" if ours > tv else "less often than" if ours < tv else "as often as"
     return (f"The draft's favourite is '{favourite}' (q {number(q[labels.index(favourite)], 2)}, p "
-            f"{number(p[labels.index(favourite)], 2)}).\n\n| rule | accepted set A | '{favourite}' in A | "
-            "P(the draft's token is rejected) |\n|---|---|---|---|\n" + "\n".join(lines))
+            f"{number(p[labels.index(favourite)], 2)}): v1 reads its q(v), v2 and v3 its p(v).\n\n"
+            f"| rule | accepted set A | '{favourite}' in A | eta | eta sum_A p(v) | sum outside A of "
+            "max(0, eta p(v) - q(v)) | P(rejected) |\n|---|---|---|---|---|---|---|\n" +
+            "\n".join(lines) +
+            f"\n\n{rule} at alpha {alpha:g} rejects the draft's token {than} lossless ({number(ours, 4)} against "
+            f"TV = {number(tv, 4)}): a proposal outside A passes with min(1, eta p(v) / q(v)), never more often than "
+            f"under lossless's min(1, p(v) / q(v)). At alpha {higher:g}, {rule} keeps "
+            f"A = {{{', '.join(accepted_set(rule, higher))}}} and rejects with {number(then, 4)}"
+            + (": a larger alpha, fewer deferrals, and yet more rejections; a token rule's rejection probability "
+               "need not fall as alpha grows (Lemma 3's r TV, which does, is a position rule's)." if then > ours
+               else "."))
 
 
 def look_for_frontier(rows):
@@ -199,15 +235,13 @@ def held_tv(pair, traces):
     return 0
 
 
-SANDBOX_SETS = ({"v1"}, {"v2", "v3"}, {"v1", "v2", "v3"}, set())
-
-
 def held_sandbox(rules):
-    """The index in SANDBOX_SETS of the rules whose accepted set keeps the draft's favourite."""
+    """Whether the lesson's last rule (v3 at alpha 0.5) rejects the draft's token at the Sandbox's START more often
+    than lossless (0), less often (1) or as often (2), by rejection_terms."""
     labels, q, p = START
-    favourite = max(range(len(q)), key=q.__getitem__)
-    keeping = {rule for rule, alpha in rules if not dissect(rule, q, p, alpha)["defers"][favourite]}
-    return SANDBOX_SETS.index(keeping)
+    rule, alpha = rules[-1]
+    ours, lossless = rejection_terms(rule, q, p, alpha).total, rejection_terms("lossless", q, p, 0.0).total
+    return 2 if abs(ours - lossless) <= 1e-12 else 0 if ours > lossless else 1
 
 
 def held_frontier(rows):
@@ -231,20 +265,36 @@ def look_for_why(pairs, traces):
     base, one = target.stats["tokens_per_second"], per_call(target, "target")
     draft = per_call(others[-1], "draft")
     c = draft / one
-    lines = [f"| {name} | {number(t.stats['tokens_per_second'], 1)} | {number(t.stats['tokens_per_second'] / base, 2)}x "
-             f"| {t.stats['target_calls']} | {number(s['target_nll'], 2)} |"
+    lines = [f"| {name} | {number(t.stats['tokens_per_second'], 1)} | "
+             f"{number(t.stats['tokens_per_second'] / base, 2)}x | {t.stats['target_calls']} | "
+             f"{percent(t.stats['acceptance_rate'])} | {number(t.stats['tokens_per_target_call'], 2)} | "
+             f"{number(s['target_nll'], 2)} |"
              for name, t, s in zip(WHY_ROWS, traces, stats)]
-    return ("| decoding | tokens/s | speed against the target alone | target calls | target NLL |\n"
-            "|---|---|---|---|---|\n" + "\n".join(lines) +
-            f"\n\nHere a draft call cost {number(c, 2)} of a target token ({number(1000 * draft, 1)} ms against "
-            f"{number(1000 * one, 1)} ms). The paper's speed-ups are measured at the large model's quality with T5 on "
-            "accelerators, where a target call costs about the same for one token or several; on a small CPU the "
-            "target is compute-bound, a verification of several tokens costs more than one, and a cascade pays only "
-            "where c is small and proposals are kept (lesson 8; docs/benchmarks.md). Lossless's NLL is the target's "
-            "own samples'; the cascade's moves with alpha.")
+    return ("| decoding | tokens/s | speed against the target alone | target calls | acceptance (proposals kept) | "
+            "tokens per target call | target NLL |\n|---|---|---|---|---|---|---|\n" + "\n".join(lines) +
+            f"\n\n{blocks_compared(*others)}\n\n"
+            f"Here a draft call cost {number(c, 2)} of a target token ({number(1000 * draft, 1)} ms against "
+            f"{number(1000 * one, 1)} ms). The paper's speed-ups are measured at the large model's quality with T5 at "
+            "batch size 1 on a TPUv4, where (as speculative decoding assumes) scoring a few tokens costs about as "
+            "much as one; on a small CPU the target is compute-bound, a verification of several tokens costs more "
+            "than one, and a cascade pays only where c is small and proposals are kept (lesson 8; docs/benchmarks.md). "
+            "Lossless's NLL is the target's own samples'; the cascade's moves with alpha.")
 
 
 WHY_ROWS = ("target alone", "speculative decoding (lossless)", "speculative cascade (v3, alpha 0.5)")
+
+
+def blocks_compared(lossless, cascade):
+    """Whose blocks ran longer in this run, lossless's or the cascade's, by the share of proposals kept, and why it
+    can go either way (Eq. 11)."""
+    ours, theirs = cascade.stats["acceptance_rate"], lossless.stats["acceptance_rate"]
+    longer = "longer than" if ours > theirs else "shorter than" if ours < theirs else "as long as"
+    return (f"In this run v3 kept {percent(ours)} of its proposals and lossless {percent(theirs)}, so v3's blocks ran "
+            f"{longer} lossless's ({number(cascade.stats['tokens_per_target_call'], 2)} against "
+            f"{number(lossless.stats['tokens_per_target_call'], 2)} tokens per target call). It can go either way: "
+            "v3 keeps every proposal from its accepted set A, but one outside A only with probability "
+            "min(1, eta p(v) / q(v)), less often than lossless's min(1, p(v) / q(v)) (Eq. 11), so where the draft "
+            "puts its mass decides (lesson 6).")
 
 
 def held_why(pairs, traces):

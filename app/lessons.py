@@ -8,7 +8,7 @@ from cascade_core import RULES
 
 from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandbox, held_speculative, held_timed, held_tv,
                            held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,
-                           look_for_speculative, look_for_timed, look_for_tv, look_for_why)
+                           look_for_speculative, look_for_timed, look_for_tv, look_for_why, start_table)
 from .options import example_prompts
 
 
@@ -41,6 +41,9 @@ class Lesson:
     answers: tuple = ()  # the Answers to its question, one of which the learner commits to before the run
     held: Callable = None  # from the run's results (as ``look`` takes them): the index of the answer that held
     derivation: bool = False  # the derivation's steps and exercises (app/derivation.py) come before its question
+    # the answer that holds is a property of the rule (``held`` reads its formula, not the run's numbers): the reveal
+    # says what the rule says, not what this run shows
+    rule_property: bool = False
 
     def reveal(self, choice, *results):
         """Whether the committed answer (its text) held in this run, and if not, what did and why the answer fails."""
@@ -48,7 +51,8 @@ class Lesson:
         chosen = next(answer for answer in self.answers if answer.text == choice)
         if chosen is outcome:
             return f"**Your answer:** {choice} **It held.** {chosen.caveat}".rstrip()
-        return (f"**Your answer:** {choice} **It did not hold.** What this run shows: *{outcome.text}* "
+        shows = "The rule says" if self.rule_property else "What this run shows"
+        return (f"**Your answer:** {choice} **It did not hold.** {shows}: *{outcome.text}* "
                 f"{chosen.wrong_because}").rstrip()
 
     def link(self):
@@ -73,11 +77,12 @@ LESSONS = (
            "A **cascade** lets the draft answer where it is sure and calls the target only where its rule defers: it "
            "trades quality for cost, but sequentially, the target reading one deferred token at a time after the "
            "draft has decided. **Speculative decoding** drafts a block and lets the target score all of it in one "
-           "pass, keeping the tokens that pass a test against p: fast and lossless, but its text is the target's, "
-           "so it cannot trade any quality for more speed. A **speculative cascade** runs a "
-           "cascade's deferral rule inside that one-pass verification: each draft token is verified against pi "
-           "(p where the rule defers, q or a mix of both elsewhere), so it keeps the cascade's trade-off at "
-           "speculative decoding's pace.\n\n"
+           "pass, keeping the tokens that pass a test against p: fast and lossless (its output is distributed "
+           "exactly as the target's), so it cannot trade quality for speed (lossy speculative decoding can: the "
+           "table lists it). A **speculative cascade** runs a cascade's deferral rule inside that one-pass "
+           "verification (Algorithm 4): each draft token is verified against pi, which is p or q for a position "
+           "rule (p where it defers) and q(v)(1 - r(v)) + eta p(v) for a token rule (Eq. 11), so it keeps the "
+           "cascade's trade-off at speculative decoding's pace.\n\n"
            "The paper's headline (Narasimhan et al., ICLR 2025; T5 small -> large on WMT, T = 1, gamma = 5), the "
            "speed-up over the large model at the large model's quality:\n\n"
            "| rule | speed-up |\n|---|---|\n| opt | 1.95x |\n| v3 | 1.85x |\n| diff | 1.79x |\n"
@@ -88,11 +93,16 @@ LESSONS = (
            "(lossless), or the speculative cascade (v3, alpha 0.5)?",
            "timed", (("target", 0.0), ("lossless", 0.0), ("v3", 0.5)), look=look_for_why, held=held_why,
            opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5)), answers=(
-               Answer("The speculative cascade."),
+               Answer("The speculative cascade.", caveat=(
+                   "Not by construction: v3's blocks need not run longer than lossless's (a token rule can reject "
+                   "more often, lesson 6); the acceptance column below shows whose did here.")),
                Answer("Speculative decoding (lossless).",
-                      "The cascade keeps more of the draft's tokens: where v3 does not defer a token, pi(v) >= q(v) "
-                      "and the proposal is kept with probability 1, so its blocks run longer than lossless's, whose "
-                      "every token must pass a test against p."),
+                      "Lossless is not the fastest by construction. Where v3 keeps a token (its set A), pi(v) >= q(v) "
+                      "and the proposal always passes; a token outside A passes only with probability "
+                      "min(1, eta p(v) / q(v)), less often than under lossless's min(1, p(v) / q(v)) (Eq. 11). "
+                      "Whether v3's blocks run longer depends on where the draft puts its mass (the acceptance "
+                      "column below says whose did here), and on this CPU a verification of several tokens costs "
+                      "more than one target token, which can put the target alone first."),
                Answer("The target alone.",
                       "One target call scores a whole block: with a draft cheap beside its target, the tokens kept "
                       "per call outweigh the draft's calls.",
@@ -140,15 +150,17 @@ LESSONS = (
            f"defers when `{RULES['diff'].defers_when}`; `opt` when `{RULES['opt'].defers_when}`, the paper's "
            "plug-in estimate (Eq. 10) of the optimal rule of Lemma 4 (Eq. 9): it weighs the target's extra "
            "confidence, max p - max q, against alpha times how much the two models disagree, TV(p, q).",
-           "Where will opt defer more: at positions where draft and target agree (small TV) or disagree?",
+           "At two positions with the same confidence gap max p - max q > 0, where is opt more likely to defer: the "
+           "one where the models agree (small TV) or the one where they disagree?",
            "rows", (("diff", 0.1), ("opt", 0.2)), look=look_for_tv,
            opens=(("tab", "explore"), ("rule", "opt"), ("alpha", 0.2)), decision_map=True, held=held_tv,
-           answers=(
+           rule_property=True, answers=(
                Answer("Where they agree (small TV)."),
                Answer("Where they disagree (large TV).",
-                      "Disagreement is what opt prices, not what it seeks: a deferred position is rejected with "
-                      "probability TV (Lemma 3), so at the same confidence gap a larger TV makes deferring cost more, "
-                      "and opt defers only where max p - max q exceeds alpha TV (Eq. 10)."),
+                      "Disagreement is what opt prices, not what it seeks: where a position rule defers, pi = p and "
+                      "the draft's token is rejected with probability TV (Lemma 3), so at the same confidence gap a "
+                      "larger TV makes deferring cost more, and opt defers only where max p - max q exceeds alpha TV "
+                      "(Eq. 10)."),
                Answer("Neither: only the confidence gap counts.",
                       "That is diff (Eq. 5). opt subtracts alpha TV(p, q) from the target's extra confidence "
                       "(Eq. 10), so TV tilts its boundary: the decision map's rising line."))),
@@ -170,24 +182,31 @@ LESSONS = (
                       "deferring cost more (Lemma 3), so opt defers less there."))),
     Lesson("Token rules: v1, v2, v3 and the accepted set", "Token rules",
            "Token rules decide per token v: they keep an accepted set A of tokens (r(v) = 0) and move the rest of "
-           "q's mass onto p, pi(v) = q(v)(1 - r(v)) + eta p(v) with eta = sum_v r(v) q(v). On A, pi(v) >= q(v), so "
-           "a proposal from A is verified and kept with probability 1. "
-           f"v1 defers v when `{RULES['v1'].defers_when}`, v2 when `{RULES['v2'].defers_when}`, v3 when "
-           f"`{RULES['v3'].defers_when}`. Eight tokens, their q and p set in the Sandbox:",
-           "The draft's favourite token is one the target rates low. Which of v1, v2 and v3 keep it in A?",
+           "q's mass onto p, pi(v) = q(v)(1 - r(v)) + eta p(v) with eta = sum_v r(v) q(v) (Eq. 11). On A, "
+           "pi(v) >= q(v), so a proposal from A is verified and kept with probability 1; a proposal outside A, with "
+           "min(1, eta p(v) / q(v)). So the draft's token is rejected with probability sum_v max(0, pi(v) - q(v)) = "
+           "eta sum_{v in A} p(v) + sum_{v not in A} max(0, eta p(v) - q(v)), which is not Lemma 3's r TV(p, q): "
+           "that holds for a position rule, whose pi is q or p. Lossless (pi = p) rejects with probability TV. "
+           f"v1 defers v when `{RULES['v1'].defers_when}` (it reads the draft's own q(v)), v2 when "
+           f"`{RULES['v2'].defers_when}`, v3 when `{RULES['v3'].defers_when}` (they read the target's p(v)). Eight "
+           "tokens, their q and p set in the Sandbox:\n\n" + start_table(),
+           "At these q and p, which rejects the draft's token more often: v3 at alpha 0.5, or lossless speculative "
+           "decoding?",
            # alphas at which each rule's accepted set is a part of the eight (v1 and v2 keep all eight at 0.5)
            "sandbox", (("v1", 0.1), ("v2", 0.1), ("v3", 0.5)), look=look_for_sandbox,
            opens=(("tab", "sandbox"), ("rule", "v3"), ("alpha", 0.5)), held=held_sandbox, answers=(
-               Answer("v1 alone."),
-               Answer("v2 and v3.",
-                      "v2 and v3 judge a token by the target's p(v), which is low for this one, so they defer it; "
-                      "v1 judges it by the draft's own q(v), high for its favourite, and keeps it."),
-               Answer("All three.",
-                      "Being the draft's favourite protects a token only under v1, which reads q(v); v2 and v3 read "
-                      "p(v), and the target rates it low."),
-               Answer("None of them.",
-                      "v1 reads the draft's own q(v) against max p - alpha: the draft's favourite has the highest q, "
-                      "so at this alpha v1 keeps it."))),
+               Answer("v3 at alpha 0.5.", caveat=(
+                   "At these q and p, not always: where the draft's mass sits mostly on A, whose proposals all pass, "
+                   "v3 can reject less often than lossless.")),
+               Answer("Lossless.",
+                      "A token rule keeps more of the draft's tokens, so it always rejects less: not so. Every "
+                      "proposal from A passes, but one outside A passes only with probability "
+                      "min(1, eta p(v) / q(v)) <= min(1, p(v) / q(v)), lossless's, so v3 can reject more often than "
+                      "lossless's TV (Eq. 11)."),
+               Answer("Equally often: a deferral costs TV.",
+                      "That is Lemma 3, for a position rule, whose pi is q or p, so its rejection probability is "
+                      "r TV(p, q). A token rule's pi mixes q and p token by token (Eq. 11), and its rejection "
+                      "probability is eta sum_{v in A} p(v) + sum_{v not in A} max(0, eta p(v) - q(v))."))),
     Lesson("The trade-off", "Trade-off",
            "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
            "the text (lower: text the target finds likelier). The NLL shows how far a rule moves the text from what "

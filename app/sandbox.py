@@ -6,6 +6,7 @@ import time
 import gradio as gr
 
 from cascade_core import RULES
+from cascade_core.costs import rejection_terms
 from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
 from cascade_core.values import shown
@@ -61,6 +62,18 @@ def still_loaded(loaded, labels, q, p):
         abs(a - b) <= MOVED for a, b in zip(list(q) + list(p), loaded["q"] + loaded["p"]))
 
 
+def costs(rule, numbers, alpha):
+    """The rule's rejection probability and lossless's (cascade_core.costs.Rejection, each) at dissect's q and p, or
+    None where the Sandbox shows no such comparison: lossy (its lenient keep test is not min(1, pi / q)) and the
+    rules without an alpha (lossless itself, the models alone). A loaded position's last entry is the rest of a
+    vocabulary, not a token, so the caller passes none there."""
+    record = RULES[rule]
+    if record.lenience or not record.alpha_used:
+        return None
+    q, p = numbers["q"], numbers["p"]
+    return rejection_terms(rule, q, p, alpha), rejection_terms("lossless", q, p, 0.0)
+
+
 class SandboxHandlers:
     @staticmethod
     def update(rule, alpha, *cells):
@@ -81,7 +94,7 @@ class SandboxHandlers:
         except ValueError as error:
             return gr.skip(), f'<p class="warning">⚠️ {html_text(error)}</p>', ""
         figure = sandbox_figure(labels, numbers, rule, alpha, alpha_slider_range(rule))
-        text = sandbox_html(labels, numbers, rule, alpha, loaded)
+        text = sandbox_html(labels, numbers, rule, alpha, loaded, None if loaded else costs(rule, numbers, alpha))
         return figure, text, f"computed in {(time.perf_counter() - start) * 1000:.0f} ms on the server"
 
     @staticmethod

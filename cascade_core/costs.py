@@ -2,7 +2,53 @@
 
 The formulas are Leviathan et al.'s (2023), with an i.i.d. acceptance a per position. Narasimhan et al. (ICLR
 2025) have no analytic cost model: they measure rejection rates (Lemma 3: a position is rejected with probability
-r * TV(p, q)) and wall-clock latency."""
+r * TV(p, q)) and wall-clock latency; ``rejection_terms`` computes that probability for any rule, token rules
+included, whose is not r * TV."""
+from typing import NamedTuple
+
+import torch
+
+from .distributions import Distributions
+from .rules import get_rule
+
+
+class Rejection(NamedTuple):
+    """The probability that the draft's token is rejected at one position, sum_v max(0, pi(v) - q(v)), split by the
+    rule's r(v): ``kept`` sums over the tokens it keeps (r = 0, a token rule's set A), ``deferred`` over the rest;
+    ``eta`` = sum_v r(v) q(v), the draft's mass on deferred tokens (a position rule's r itself)."""
+
+    eta: float
+    kept: float
+    deferred: float
+
+    @property
+    def total(self):
+        return self.kept + self.deferred
+
+
+def rejection_terms(rule, q, p, alpha):
+    """P(the draft's token is rejected) under ``rule`` at alpha, for full distributions q and p ``[V]`` at
+    temperature 1, from the rule's own pi. A proposal x ~ q is kept with probability min(1, pi(x) / q(x)), so it
+    is rejected with probability sum_v max(0, q(v) - pi(v)) = sum_v max(0, pi(v) - q(v)), the residual's mass.
+
+    - A position rule's pi is q or p: (r, 0, r TV(p, q)), Lemma 3; lossless is r = 1, TV.
+    - A token rule's pi(v) = q(v)(1 - r(v)) + eta p(v) (Eq. 11): ``kept`` = eta sum_{v in A} p(v) and ``deferred``
+      = sum_{v not in A} max(0, eta p(v) - q(v)). Not r TV: every token of A passes, but a deferred one only with
+      min(1, eta p(v) / q(v)) <= min(1, p(v) / q(v)), so a token rule can reject more often than lossless, and
+      need not reject less as alpha grows.
+
+    Lossy's keep test is lenient, min(1, p(x) / ((1 - alpha) q(x))), not min(1, pi(x) / q(x)): a ValueError."""
+    record = get_rule(rule)
+    if record.lenience:
+        raise ValueError(f"rule {rule!r} keeps a token with min(1, p(x) / ((1 - alpha) q(x))), not min(1, pi(x) / "
+                         "q(x)): its rejection probability is cascade_core.explain.dissect's rejection_prob")
+    record.check_alpha(alpha)
+    q, p = (torch.as_tensor(v, dtype=torch.float64) for v in (q, p))
+    d = Distributions(q, p)
+    defer = record.defers(d, alpha)
+    r = defer.to(q.dtype).expand_as(q)  # a position rule's one decision, at every token
+    excess = (record.pi(d, defer) - q).clamp_min(0)
+    return Rejection(float((r * q).sum()), float((excess * (1 - r)).sum()), float((excess * r).sum()))
 
 
 def expected_tokens_per_call(acceptance, gamma):

@@ -249,25 +249,28 @@ def test_every_lessons_reveal_says_whether_the_answer_held_and_names_the_misconc
     lesson = LESSONS[index]
     assert len(lesson.answers) >= 2 and len({a.text for a in lesson.answers}) == len(lesson.answers)
     for outcome, happened in enumerate(lesson.answers):
-        told = [type(lesson).reveal(SimpleNamespace(answers=lesson.answers, held=lambda *r: outcome), a.text)
+        told = [type(lesson).reveal(SimpleNamespace(answers=lesson.answers, held=lambda *r: outcome,
+                                                    rule_property=lesson.rule_property), a.text)
                 for a in lesson.answers]
+        shows = "The rule says" if lesson.rule_property else "What this run shows"
         for chosen, text in zip(lesson.answers, told):
             assert text.startswith(f"**Your answer:** {chosen.text} ")
             if chosen is happened:
                 assert "**It held.**" in text and text.endswith(chosen.caveat)
             else:
-                assert f"**It did not hold.** What this run shows: *{happened.text}*" in text
+                assert f"**It did not hold.** {shows}: *{happened.text}*" in text
                 assert text.endswith(chosen.wrong_because)
     correct_in_general = [a for a in lesson.answers if not a.wrong_because]
     assert len(correct_in_general) <= 1  # every other answer names the misconception behind it
 
 
-def test_the_sandbox_lessons_outcome_is_the_rules_own_accepted_sets():
-    """Lesson 4's outcome is computed from the rules (v1 keeps the draft's favourite by its q; v2 and v3 defer it by
-    its p), not written down."""
-    from app.lesson_looks import SANDBOX_SETS, held_sandbox
-    assert SANDBOX_SETS[held_sandbox(LESSONS[5].rows)] == {"v1"}
-    assert SANDBOX_SETS[held_sandbox((("v1", 0.9), ("v2", 0.9), ("v3", 0.99)))] == {"v1", "v2", "v3"}
+def test_the_sandbox_lessons_outcome_is_computed_from_the_rules_rejection_probabilities():
+    """Lesson 6's outcome (v3 or lossless rejects more) is computed by cascade_core.costs.rejection_terms, not
+    written down: v3 at alpha 0.5 rejects more than lossless, and at 0.99, keeping all eight tokens (pi = q), less."""
+    from app.lesson_looks import held_sandbox
+    lesson = LESSONS[5]
+    assert lesson.answers[held_sandbox(lesson.rows)].text == "v3 at alpha 0.5."
+    assert lesson.answers[held_sandbox((("v3", 0.99),))].text == "Lossless."
 
 
 # -- Lesson 5: the derivation's run, against opt's decisions (its exercises: tests/test_derivation.py) ---------
@@ -422,3 +425,134 @@ def test_no_doc_repeats_a_corrected_sentence():
              *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
     found = [f"{path}: {m.group(0)}" for path in files for m in DOCS_FALSE.finditer(flat(doc(path)))]
     assert not found, found
+
+
+# -- What a token rule costs: its rejection probability is not r TV (Eq. 11, Lemma 3) --------------------------
+
+def random_distribution(generator, size, zeros=0):
+    """A random distribution over ``size`` tokens, ``zeros`` of them with probability 0 (a head's q)."""
+    weights = torch.rand(size, generator=generator, dtype=torch.float64) ** 3
+    weights[torch.randperm(size, generator=generator)[:zeros]] = 0.0
+    return weights / weights.sum()
+
+
+# Eq. 13-15 as the paper writes them, apart from the engine's a*: the tokens each token rule keeps (its A)
+KEPT = dict(v1=lambda q, p, alpha: q >= p.max() - alpha, v2=lambda q, p, alpha: p >= p.max() - alpha,
+            v3=lambda q, p, alpha: p >= (1 - alpha) * p.max())
+ALPHAS = dict(chow=(0.0, 1.0), diff=(-1.0, 1.0), opt=(-3.0, 3.0), bild=(0.0, 4.0), fuzzy=(0.0, 0.7),
+              judge=(0.0, 3.0), v1=(-1.0, 1.0), v2=(-1.0, 1.0), v3=(0.0, 1.0), lossless=(0.0, 0.0), draft=(0.0, 0.0))
+
+
+@pytest.mark.parametrize("rule", list(ALPHAS))
+def test_rejection_terms_are_eq_11s_closed_form_for_token_rules_and_r_tv_for_position_rules(rule):
+    """cascade_core.costs.rejection_terms on random q and p: the chance the keep test min(1, pi(x) / q(x)) fails
+    (dissect's enumeration over the draft's proposals); for a token rule eta sum_{v in A} p(v) + sum_{v not in A}
+    max(0, eta p(v) - q(v)) with A from Eq. 13-15; for a position rule r TV(p, q) (Lemma 3)."""
+    from cascade_core.costs import rejection_terms
+    generator = torch.Generator().manual_seed(7)
+    lo, hi = ALPHAS[rule]
+    for trial in range(40):
+        q, p = random_distribution(generator, 9, zeros=trial % 3), random_distribution(generator, 9)
+        alpha = lo + (hi - lo) * float(torch.rand(1, generator=generator, dtype=torch.float64))
+        terms = rejection_terms(rule, q, p, alpha)
+        assert terms.total == pytest.approx(dissect(rule, q.tolist(), p.tolist(), alpha)["rejection_prob"], abs=1e-12)
+        tv = float((q - p).abs().sum() / 2)
+        if rule in KEPT:
+            kept = KEPT[rule](q, p, alpha)
+            eta = float(q[~kept].sum())
+            assert terms.eta == pytest.approx(eta, abs=1e-12)
+            assert terms.kept == pytest.approx(eta * float(p[kept].sum()), abs=1e-12)
+            assert terms.deferred == pytest.approx(float((eta * p - q)[~kept].clamp_min(0).sum()), abs=1e-12)
+        else:
+            r = float(RULES[rule].a_star(Distributions(q, p)) > alpha)
+            assert (terms.eta, terms.kept) == (pytest.approx(r), 0.0)
+            assert terms.deferred == pytest.approx(r * tv, abs=1e-12)
+
+
+def test_rejection_terms_refuse_lossys_lenient_test():
+    from cascade_core.costs import rejection_terms
+    _, q, p = START
+    with pytest.raises(ValueError, match="lossy"):
+        rejection_terms("lossy", q, p, 0.3)
+
+
+def test_on_lesson_6s_q_and_p_v3_rejects_more_than_lossless_and_more_as_alpha_grows():
+    """Review items 1 and 10 on the Sandbox's START: v3 at alpha 0.5 rejects 0.4725 against lossless's TV 0.43, and
+    0.4861 at alpha 0.6; v1 0.158 at 0.1 and 0.193 at 0.2. The lesson's table, question and answers say so."""
+    from app.lesson_looks import look_for_sandbox
+    from cascade_core.costs import rejection_terms
+    _, q, p = START
+    total = {(rule, alpha): round(rejection_terms(rule, q, p, alpha).total, 4)
+             for rule, alpha in (("lossless", 0.0), ("v3", 0.5), ("v3", 0.6), ("v1", 0.1), ("v1", 0.2))}
+    assert total == {("lossless", 0.0): 0.43, ("v3", 0.5): 0.4725, ("v3", 0.6): 0.4861, ("v1", 0.1): 0.158,
+                     ("v1", 0.2): 0.193}
+    lesson = LESSONS[5]
+    look = look_for_sandbox(lesson.rows)
+    assert "| lossless (pi = p) | none | no | 1.00 | 0.0000 | 0.4300 | **0.4300** |" in look
+    assert "| v3 alpha 0.5 | A | no | 0.75 | 0.3375 | 0.1350 | **0.4725** |" in look
+    assert "more often than lossless (0.4725 against TV = 0.4300)" in look
+    assert "At alpha 0.6, v3 keeps A = {A, Once} and rejects with 0.4861: a larger alpha, fewer deferrals" in look
+    assert "v3" in lesson.predict and "lossless" in lesson.predict
+    wrong = next(a for a in lesson.answers if a.text == "Lossless.")
+    assert "A token rule keeps more of the draft's tokens, so it always rejects less: not so." in wrong.wrong_because
+    assert "eta sum_{v in A} p(v) + sum_{v not in A} max(0, eta p(v) - q(v))" in lesson.idea
+
+
+def test_a_rule_propertys_reveal_says_what_the_rule_says_not_what_the_run_shows():
+    """Review item 3: lesson 4's answer is a property of opt (held_tv reads no run), asked at one confidence gap."""
+    lesson = LESSONS[3]
+    assert lesson.rule_property and "same confidence gap" in lesson.predict
+    told = lesson.reveal("Where they disagree (large TV).", None, [])
+    assert "The rule says: *Where they agree (small TV).*" in told and "What this run shows" not in told
+    assert [k for k, other in enumerate(LESSONS) if other.rule_property] == [3]
+    assert "What this run shows" in LESSONS[5].reveal("Lossless.", LESSONS[5].rows)  # computed at its q and p
+
+
+def test_lesson_1_does_not_say_a_cascades_blocks_run_longer_and_its_look_for_says_whose_did():
+    """Review item 1: v3's blocks may run longer or shorter than lossless's; the look-for compares this run's."""
+    from app.lesson_looks import blocks_compared
+    lesson = LESSONS[0]
+    assert all("so its blocks run longer" not in a.wrong_because + a.caveat for a in lesson.answers)
+    assert "Whether v3's blocks run longer depends on where the draft puts its mass" in lesson.answers[1].wrong_because
+    assert "cannot trade any quality" not in lesson.idea and "distributed exactly as the target's" in lesson.idea
+
+    def trace(acceptance, per_call):
+        return SimpleNamespace(stats=dict(acceptance_rate=acceptance, tokens_per_target_call=per_call))
+
+    shorter = blocks_compared(trace(0.8, 3.1), trace(0.6, 2.2))
+    assert "v3 kept 60% of its proposals and lossless 80%, so v3's blocks ran shorter than lossless's" in shorter
+    assert "(2.20 against 3.10 tokens per target call)" in shorter and "either way" in shorter
+    assert "ran longer than" in blocks_compared(trace(0.6, 2.2), trace(0.8, 3.1))
+
+
+def test_the_sandbox_shows_the_rules_rejection_probability_beside_lossless():
+    """The Sandbox's text carries rejection_terms' numbers: a token rule's two terms (Eq. 11), a position rule's
+    r TV (Lemma 3), each beside lossless's TV; none for lossy, whose keep test is lenient."""
+    from app.sandbox import SandboxHandlers
+    text = lambda rule, alpha: SandboxHandlers.update(rule, alpha, *START[0], *START[1], *START[2])[1]  # noqa: E731
+    v3 = text("v3", 0.5)
+    assert "= 0.3375 + 0.1350 = 0.4725 (eta = 0.750), above lossless&#x27;s TV(p, q) = 0.4300" in v3
+    assert "can reject more often than lossless" in v3
+    assert "r TV(p, q) = 1 × 0.4300 = 0.4300, equal to lossless&#x27;s TV(p, q) = 0.4300" in text("chow", 0.5)
+    assert "r TV(p, q) = 0 × 0.4300 = 0.0000, below lossless" in text("chow", 0.9)  # a* 0.6: pi = q
+    assert 'id="sandbox-cost"' not in text("lossy", 0.3) and 'id="sandbox-cost"' not in text("lossless", 0.0)
+
+
+def test_a_loaded_positions_sandbox_shows_no_cost_line_and_says_pi_is_t_1s_for_every_rule(tiny64):
+    """A loaded position's last entry is the rest of a vocabulary, not one token: no Eq. 11 line there. Review item
+    17: at the run's T != 1, pi and the keep probabilities are T = 1's for every rule, not lossy's alone."""
+    from app.sandbox import SandboxHandlers
+    trace = run(tiny64, "v3", 0.5, temperature=0.6)
+    loaded = loaded_position(SimpleNamespace(trace=trace), 0)
+    shown = SandboxHandlers.update_loaded(loaded, "v3", 0.5, *loaded["labels"], *loaded["q"], *loaded["p"])[1]
+    assert 'id="sandbox-cost"' not in shown and "Loaded from Explore" in shown
+    assert "pi, the keep probabilities and the residual here are T = 1&#x27;s for every rule" in shown
+
+
+def test_how_to_read_and_lesson_1_no_longer_say_a_larger_alpha_is_always_faster():
+    """Review items 10 and 22."""
+    how = " ".join((ROOT / "assets" / "how_to_read.md").read_text().split())
+    assert "always means less deferral (faster" not in how
+    assert "For token rules it usually does, but not always" in how and "(Lemma 3)" in how
+    looks = (ROOT / "app" / "lesson_looks.py").read_text()
+    assert "batch size 1 on a TPUv4" in looks and "costs about the same for one token or several" not in looks

@@ -98,13 +98,32 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
                      "tokens defer is still the run's for every rule but lossy: the position rules' a* here are the "
                      "engine's at the run's T (opt's reads TV of the tempered q and p, and BiLD* takes its greedy "
                      "form at T = 0, so theirs change with T), and v1, v2 and v3 threshold temperature-1 "
-                     "probabilities, as the engine does. Lossy's a*, pi and the keep probabilities here are those at "
-                     "T = 1, not the run's.")
+                     "probabilities, as the engine does. pi, the keep probabilities and the residual here are T = 1's "
+                     "for every rule (the run verified against the tempered q and p); lossy's a* is T = 1's too.")
     return f'<p class="loaded">{html.escape(" ".join(parts))}</p>'
 
 
-def sandbox_html(labels, numbers, rule, alpha, loaded=None):
-    """What the rule decides, in words, and the per-token table (``loaded``: a position of Explore's run)."""
+def cost_html(rule, cost):
+    """The rule's rejection probability beside lossless's TV (``cost``: both as cascade_core.costs.Rejection): a
+    position rule's is Lemma 3's r TV, a token rule's Eq. 11's two terms, which can exceed lossless's TV."""
+    ours, lossless = cost
+    than = "above" if ours.total > lossless.total else "below" if ours.total < lossless.total else "equal to"
+    beside = f"{than} lossless's TV(p, q) = {lossless.total:.4f}"
+    if not RULES[rule].per_token:
+        text = (f"Lemma 3: a position rule's pi is q or p, so {rule} rejects the draft's token with probability "
+                f"r TV(p, q) = {ours.eta:g} × {lossless.total:.4f} = {ours.total:.4f}, {beside}.")
+    else:
+        text = (f"Eq. 11: {rule} rejects the draft's token with probability eta Σ_(v in A) p(v) + Σ_(v not in A) "
+                f"max(0, eta p(v) − q(v)) = {ours.kept:.4f} + {ours.deferred:.4f} = {ours.total:.4f} (eta = "
+                f"{ours.eta:.3f}), {beside}. Not r TV (Lemma 3 is a position rule's): a proposal outside A passes "
+                "only with min(1, eta p(v) / q(v)), so a token rule can reject more often than lossless, and need not "
+                "reject less as alpha grows.")
+    return f'<p class="cost" id="sandbox-cost">{html.escape(text)}</p>'
+
+
+def sandbox_html(labels, numbers, rule, alpha, loaded=None, cost=None):
+    """What the rule decides, in words, and the per-token table (``loaded``: a position of Explore's run;
+    ``cost``: the rule's and lossless's cascade_core.costs.Rejection, for ``cost_html``)."""
     record = RULES[rule]
     tokens = [(label, d) for label, d, a in zip(labels, numbers["defers"], numbers["a_star"]) if a is not None]
     deferred = [label for label, d in tokens if d]
@@ -133,7 +152,7 @@ def sandbox_html(labels, numbers, rule, alpha, loaded=None):
                  "happen; the residual is never sampled.")
     note = loaded_html(loaded, labels, numbers, rule, alpha) if loaded else ""
     return (f'<div class="sandbox">{note}<p>{html.escape(decision)} TV(p, q) = {numbers["tv"]:.3f}. '
-            f'{html.escape(check)} {html.escape(rejection)}</p>'
+            f'{html.escape(check)} {html.escape(rejection)}</p>{cost_html(rule, cost) if cost else ""}'
             "<table><tr><th>token</th><th>q</th><th>p</th><th>pi</th><th>keep prob min(1, pi/q)</th>"
             "<th>residual norm(max(0, pi - q))</th><th>P(output)</th><th>a*</th><th>defers</th></tr>"
             f"{rows}</table></div>")
