@@ -95,9 +95,7 @@ OPT_ANSWER = ("**The rule says:** at the same confidence gap max p - max q and a
 
 def start_table():
     """The Sandbox's eight tokens with their q and p, as a Markdown table (lesson 6's question reads them)."""
-    labels, q, p = START
-    return (f"| | {' | '.join(labels)} |\n|---{'|---' * len(labels)}|\n" +
-            "\n".join(f"| {name} | {' | '.join(f'{v:g}' for v in values)} |" for name, values in (("q", q), ("p", p))))
+    return "| token | q | p |\n|---|---|---|\n" + "\n".join(f"| {t} | {a:g} | {b:g} |" for t, a, b in zip(*START))
 
 
 def accepted_set(rule, alpha):
@@ -117,7 +115,7 @@ def look_for_sandbox(rules):
         cost = costs[rule]
         lines.append(f"| {rule}{f' alpha {alpha:g}' if RULES[rule].alpha_used else ' (pi = p)'} | "
                      f"{', '.join(accepted) or 'none'} | {'yes' if favourite in accepted else 'no'} | "
-                     f"{number(cost.eta, 2)} | {number(cost.kept, 4)} | {number(cost.deferred, 4)} | "
+                     f"{number(cost.eta, 2)} | {number(cost.kept, 4)} + {number(cost.deferred, 4)} = "
                      f"**{number(cost.total, 4)}** |")
     rule, alpha = rules[-1]
     ours, tv = costs[rule].total, costs["lossless"].total
@@ -126,8 +124,8 @@ def look_for_sandbox(rules):
     than = "more often than" if ours > tv else "less often than" if ours < tv else "as often as"
     return (f"The draft's favourite is '{favourite}' (q {number(q[labels.index(favourite)], 2)}, p "
             f"{number(p[labels.index(favourite)], 2)}): v1 reads its q(v), v2 and v3 its p(v).\n\n"
-            f"| rule | accepted set A | '{favourite}' in A | eta | eta sum_A p(v) | sum outside A of "
-            "max(0, eta p(v) - q(v)) | P(rejected) |\n|---|---|---|---|---|---|---|\n" +
+            f"| rule | A | '{favourite}' in A | eta | P(rejected) = eta sum_(v in A) p(v) + sum_(v not in A) "
+            "max(0, eta p(v) - q(v)) |\n|---|---|---|---|---|\n" +
             "\n".join(lines) +
             f"\n\n{rule} at alpha {alpha:g} rejects the draft's token {than} lossless ({number(ours, 4)} against "
             f"TV = {number(tv, 4)}): a proposal outside A passes with min(1, eta p(v) / q(v)), never more often than "

@@ -488,8 +488,9 @@ def test_on_lesson_6s_q_and_p_v3_rejects_more_than_lossless_and_more_as_alpha_gr
                      ("v1", 0.2): 0.193}
     lesson = LESSONS[5]
     look = look_for_sandbox(lesson.rows)
-    assert "| lossless (pi = p) | none | no | 1.00 | 0.0000 | 0.4300 | **0.4300** |" in look
-    assert "| v3 alpha 0.5 | A | no | 0.75 | 0.3375 | 0.1350 | **0.4725** |" in look
+    assert "| lossless (pi = p) | none | no | 1.00 | 0.0000 + 0.4300 = **0.4300** |" in look
+    assert "| v3 alpha 0.5 | A | no | 0.75 | 0.3375 + 0.1350 = **0.4725** |" in look
+    assert "| The | 0.4 | 0.1 |" in lesson.idea  # the q and p the question reads
     assert "more often than lossless (0.4725 against TV = 0.4300)" in look
     assert "At alpha 0.6, v3 keeps A = {A, Once} and rejects with 0.4861: a larger alpha, fewer deferrals" in look
     assert "v3" in lesson.predict and "lossless" in lesson.predict
