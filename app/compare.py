@@ -6,11 +6,12 @@ from dataclasses import dataclass
 import gradio as gr
 
 from cascade_core import RULES, get_rule, stream, stream_batch
-from cascade_core.costs import expected_speedup
+from cascade_core.batch import run_prices
+from cascade_core.costs import speedup_over_target
 from cascade_core.models import DRAFT_KINDS
 from cascade_core.values import shown
 from sweeps.alphas import auto_alphas, proposed_a_stars
-from sweeps.quality import target_nll, target_probabilities
+from sweeps.quality import target_nll, target_view
 
 from .controls import check_budget, draft_control, run_controls, run_defaults
 from .explore_layout import NOT_OPENED, opened_in_explore
@@ -33,7 +34,7 @@ PRESETS = {
     "baselines and speculative decoding": [("target", 0.0), ("draft", 0.0), ("lossless", 0.0), ("lossy", 0.5)],
 }
 FIRST = "the paper's six rules"
-DEFAULTS = run_defaults(max_new_tokens=48)  # the page's, and its API's
+DEFAULTS = run_defaults()  # the page's, and its API's
 # Beside one draft, Compare can run every row with each draft kind, side by side (the draft model's row, then the
 # head's): which draft suits a rule, on the same random numbers.
 EACH_DRAFT = "each"
@@ -58,17 +59,18 @@ class Row:
     name: str
 
 
-def row_stats(pair, trace, c, name=None):
-    """The numbers Compare shows beside a row (named ``name``, by default its rule)."""
+def row_stats(pair, trace, name=None):
+    """The numbers Compare shows beside a row (named ``name``, by default its rule): its mean TV to the target, the
+    target's NLL of its text as a diagnostic (a draft-only row's take a pass of the models: target_view), and its
+    speed-up over the target alone priced with its own draft's calls as measured here (costs.speedup_over_target,
+    Explore's number for the same text), with that draft's measured c."""
     stats, s = trace.stats, trace.settings
-    if s["rule"] == "draft":  # the target never ran: its view of the text takes one pass
-        p_tokens = target_probabilities(pair, trace.prompt_ids, trace.tokens)[0]
-    else:
-        p_tokens = [pos["p_token"] for pos in trace.positions]
-    acceptance = stats["acceptance_rate"]
+    p_tokens, _, tv = target_view(pair, trace)
+    prices = run_prices(pair, trace.gamma)
     return dict(label=name or label(s["rule"], s["alpha"]), target_calls=stats["target_calls"],
-                deferral_rate=stats["deferral_rate"], acceptance_rate=acceptance, target_nll=target_nll(p_tokens), c=c,
-                speedup=None if acceptance is None else expected_speedup(acceptance, s["gamma"], c, s["gamma"] + 1))
+                deferral_rate=stats["deferral_rate"], acceptance_rate=stats["acceptance_rate"], tv_to_target=tv,
+                target_nll=target_nll(p_tokens), c=None if prices is None else prices.c,
+                speedup=speedup_over_target(trace.sources, s["rule"], trace.gamma, prices))
 
 
 def compare_steps(pairs, settings):
@@ -95,7 +97,10 @@ def compare_steps(pairs, settings):
 
 def runnable(pairs, rows):
     """(the rows that can run, {row number: why not} for the rest): draft-only needs a draft that runs alone (an
-    EAGLE-3 head reads the target's hidden states). With nothing left to run, the sentence is the error."""
+    EAGLE-3 head reads the target's hidden states). With nothing left to run, the sentence is the error. A prompt
+    too long for its pair's context is refused here, before the engine's thread tokenizes it."""
+    for row in rows:
+        row.settings.for_pair(pairs.get(row.settings.pair_spec))
     drafting = {i: pairs.get(row.settings.pair_spec).drafting for i, row in enumerate(rows, 1)}
     skipped = {i: f"row {i} ({row.name}) needs a draft that runs alone, and this row's draft is "
                   f"{drafting[i].described}; choose the draft model for it"
@@ -181,7 +186,7 @@ class CompareHandlers:
 
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu(run_call_tokens, with_heads_only)
-    def run(self, prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells):
+    def run(self, prompt, draft, gamma, temperature, seed, max_new_tokens, *cells):
         """Stream the rows together, block by block. Outputs: the runs' state ([(Row, Trace)]), rows HTML, stats,
         status."""
         rows, skipped = runnable(self.pairs, self.rows(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma,
@@ -190,7 +195,7 @@ class CompareHandlers:
         for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
             yield (gr.skip(), compare_html([(row.name, t.positions, t.sources) for row, t in zip(rows, traces)]),
                    gr.skip(), progress_line(traces))
-        stats = [ENGINE.call(row_stats, self.pairs.get(row.settings.pair_spec), t, cost_ratio, row.name)
+        stats = [ENGINE.call(row_stats, self.pairs.get(row.settings.pair_spec), t, row.name)
                  for row, t in zip(rows, traces)]
         yield (list(zip(rows, traces)), gr.skip(), compare_stats_markdown(stats),
                f"Done: {len(traces)} rows.{skipped_text(skipped)}")
@@ -232,15 +237,16 @@ class CompareHandlers:
 
     @raises_for_client
     def api_compare(self, prompt: str, rows: list, gamma: int = DEFAULTS["gamma"],
-                    temperature: float = DEFAULTS["temperature"], seed: int = 0,
-                    max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
-                    request: gr.Request = None) -> str:
+                    temperature: float = DEFAULTS["temperature"], max_new_tokens: int = DEFAULTS["max_new_tokens"],
+                    seed: int = 0, draft: str = "", request: gr.Request = None) -> str:
         """Every row of rows ([{"rule": ..., "alpha": ...}]) on the app's default pair with ``draft`` ("model",
         "head", "each" for every row with each of them in turn, or empty for the page's default), at the page's
         defaults. Its last value is a JSON list of traces, one per row and draft, each what /run returns for that
         row with its "draft" added (a draft-only row with an EAGLE-3 head: {"rule", "alpha", "draft", "skipped":
         the sentence why}); before that it streams {"generating": {"rows": n, "finished": k, "tokens": t (all
         rows'), "max_new_tokens": m (each row's)}} as /run does."""
+        if isinstance(rows, list) and len(rows) > MAX_ROWS:  # first: a long list costs its length to look through
+            raise ValueError(f"rows: give 1 to {MAX_ROWS} (rule, alpha) rows, got {len(rows)}")
         if not isinstance(rows, list) or not all(isinstance(r, dict) and "rule" in r for r in rows):
             raise ValueError(f"rows must be a list of {{\"rule\": ..., \"alpha\": ...}} objects, got {shown(rows)}")
         asked = self.rows(prompt, draft or self.default_draft, [(r["rule"], r.get("alpha", 0.0)) for r in rows],
@@ -318,17 +324,13 @@ def build_compare(handlers, explore, tabs, values):
                     cells.append(gr.Number(cell_values[2 * i + 1], label="alpha", elem_id=f"compare-alpha-{i}",
                                            min_width=80))
             gamma, temperature, max_new_tokens, seed = run_controls(values)
-            cost_ratio = gr.Slider(0.01, 1.0, value=0.25, step=0.01,
-                                   label="c for the cost model's speed-up (Leviathan et al.'s (2023) estimate, a "
-                                         "verification priced as one target token; Explore prices a run with this "
-                                         "machine's measured calls)")
             run = gr.Button("Compare", variant="primary", elem_id="compare-run")
             status = gr.Markdown("", elem_id="compare-status")
         with gr.Column(scale=2):
             rows = gr.HTML("", elem_id="compare-rows", js_on_load=ROWS_JS)
             stats = gr.Markdown("", elem_id="compare-stats")
     runs = gr.State(None)
-    inputs = [prompt, draft, gamma, temperature, seed, max_new_tokens, cost_ratio, *cells]
+    inputs = [prompt, draft, gamma, temperature, seed, max_new_tokens, *cells]
     preset.input(handlers.preset, [preset, prompt, draft, gamma, temperature, max_new_tokens], cells,
                  **GENERATING).then(
         handlers.run, inputs, [runs, rows, stats, status], **GENERATING)

@@ -6,28 +6,34 @@ import time
 import gradio as gr
 
 from cascade_core import Trace, replay_steps, stream
-from cascade_core.batch import measure_auto_prices
-from cascade_core.prices import measured_prices, missing_prices
-from cascade_core.settings import AUTO_GAMMAS
+from cascade_core.batch import measure_auto_prices, run_prices
+from cascade_core.models import with_draft
+from cascade_core.prices import measured_c, missing_prices
+from cascade_core.replay import replay_length
+from cascade_core.settings import AUTO_GAMMAS, whole_number
 
+from .explore_panels import cleared, differences, inspector_view, retargeted, settings_note
 from .explore_views import (Recoloured, Run, View, answer_view, figures_view, recolour_status, stats_view,
-                            status_only, view_interval)
+                            status_only, view_of, view_interval)
 from .block_steps import closed, opened, replay_progress, replaying
+from .controls import run_defaults
 from .gpu import gpu
 from .page_runs import PageRuns
 from .pairs import drafts_with_a_head, pair_default_draft
+from .recent_runs import RecentRuns
 from .settings import AppSettings
 from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .viz import figures
 from .viz.format import markdown_text
-from .viz.tokens import explain, inspector_html
 from .worker import ENGINE
 
-DEFAULT_RULE, DEFAULT_ALPHA, DEFAULT_TEMPERATURE = "v3", 0.5, 0.7
-DEFAULT_GAMMA = 0  # auto: each block's length priced fastest from this machine's measured calls (docs/benchmarks.md)
-DEFAULT_MAX_NEW_TOKENS = 64
-DEFAULT_COST_RATIO = 0.25  # a typical GPU draft/target ratio; each run also reports the one it measured
+DEFAULT_RULE, DEFAULT_ALPHA = "v3", 0.5
+# the page's one set of run defaults (controls.run_defaults), gamma "auto": each block's length priced fastest from
+# this machine's measured calls (docs/benchmarks.md)
+DEFAULT_GAMMA, DEFAULT_TEMPERATURE, DEFAULT_SEED, DEFAULT_MAX_NEW_TOKENS = (
+    run_defaults(auto_gamma=True)[name] for name in ("gamma", "temperature", "seed", "max_new_tokens"))
+DEFAULT_COST_RATIO = 0.25  # c's slider before the default draft's c is measured (then it starts at that c)
 LIVE_HANDLERS = {}
+PLOTS = ("step_plot", "alpha_plot", "decision_plot")
 
 
 def live_handlers(key):
@@ -43,7 +49,15 @@ class ExploreHandlers:
         self.default_draft = pair_default_draft(default_pair_spec)
         self.unread = unread  # messages the app holds for a session that no client has read yet
         self.runs = PageRuns()
+        self.recent = RecentRuns()  # /run's last results, which /block replays from
         LIVE_HANDLERS[id(self)] = self
+
+    def default_cost_ratio(self):
+        """Where c's slider starts: the default draft's c as measured on this machine (prices.measured_c) once its
+        pair is loaded and priced, else DEFAULT_COST_RATIO; on the slider's scale (0.01 to 1, in steps of 0.01)."""
+        spec = with_draft(self.default_pair_spec, self.default_draft)
+        c = measured_c(self.pairs.get(spec)) if self.pairs.loaded(spec) else None
+        return DEFAULT_COST_RATIO if c is None else min(max(round(c, 2), 0.01), 1.0)
 
     def __reduce__(self):
         # ZeroGPU's @spaces.GPU runs a call in a forked worker and pickles its arguments, self included: a
@@ -53,13 +67,18 @@ class ExploreHandlers:
     # -- generation --------------------------------------------------------------------------------
 
     @staticmethod
-    def _view(run, rule, alpha, cost_ratio, running, with_figures=True, status=None):
+    def _view(run, rule, alpha, cost_ratio, running, with_figures=True, status=None, applying=()):
+        """The view of ``run`` under (rule, alpha); ``applying``: the settings a regeneration applies (its status
+        says them)."""
         answer, first_changed, sources = answer_view(run, rule, alpha, running)
         stats, speedup = stats_view(run, cost_ratio)
         plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(),) * 3
         n = len(run.trace.positions)
-        status = status or (f"Generating… {n} tokens" if running else f"Done: {n} tokens ({run.trace.stop_reason}).")
-        return View(run, answer, stats, speedup, *plots, status)
+        why = f", for the new {', '.join(applying)}" if applying else ""
+        status = status or (f"Generating… {n} tokens{why}" if running else
+                            f"Done: {n} tokens ({run.trace.stop_reason}){why}.")
+        return view_of(run=run, answer=answer, stats=stats, speedup=speedup, **dict(zip(PLOTS, plots)),
+                       status=status)
 
     def _load(self, spec):
         """Yields status updates while the pair loads (once) and its call prices are measured (once: gamma "auto"
@@ -78,7 +97,7 @@ class ExploreHandlers:
             ENGINE.call(measure_auto_prices, pair)
         return pair
 
-    def _stream(self, trace_iter, s, cost_ratio, pair):
+    def _stream(self, trace_iter, s, cost_ratio, pair, applying=()):
         """Tokens as blocks come, at most one view per ``view_interval`` (None in its place for the blocks between,
         so that Stop is still heard after every block); the plots are cleared when a run starts and drawn when it
         ends. Redrawing them while tokens stream cost the page a third of its speed on a 2-core machine (plotly
@@ -92,48 +111,58 @@ class ExploreHandlers:
                 yield None
                 continue
             shown = time.perf_counter()
-            priced = trace.finished and trace.stats["acceptance_rate"] is not None  # baselines project nothing
-            prices = ENGINE.call(measured_prices, pair, trace.gamma) if priced else None
-            view = self._view(Run(trace, s.pair_spec, prices, pair.description or pair.name), s.rule, s.alpha, cost_ratio, not trace.finished,
-                              with_figures=trace.finished)
+            prices = ENGINE.call(run_prices, pair, trace.gamma) if trace.finished else None
+            shown_run = Run(trace, s.pair_spec, prices, pair.ran_on, special_ids(pair))
+            view = self._view(shown_run, s.rule, s.alpha, cost_ratio, not trace.finished, with_figures=trace.finished,
+                              applying=applying)
             yield view._replace(step_plot=None, alpha_plot=None, decision_plot=None) if i == 0 and not trace.finished else view
 
     def run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-            reproducible=False, request: gr.Request = None):
-        """Run from scratch, streaming block by block (the page's one run: see ``_supervised``)."""
+            reproducible=False, inspected=None, request: gr.Request = None):
+        """Run from scratch, streaming block by block (the page's one run: see ``_supervised``); ``inspected``: the
+        position the inspector shows, re-targeted to the new run."""
         views = self._run(prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
                           reproducible)
-        yield from self._supervised(views, request, rule, alpha, cost_ratio)
+        yield from self._supervised(views, request, rule, alpha, cost_ratio, inspected=inspected)
 
     def rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-              reproducible=False, request: gr.Request = None):
-        """Re-run pressed: regenerate what the new settings change (see ``_rerun``), as the page's one run."""
+              reproducible=False, inspected=None, request: gr.Request = None):
+        """Continue pressed: finish a stopped run, or regenerate what changed settings change (see ``_rerun``), as
+        the page's one run."""
         views = self._rerun(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens,
                             seed, cost_ratio, reproducible)
-        yield from self._supervised(views, request, rule, alpha, cost_ratio, run)
+        yield from self._supervised(views, request, rule, alpha, cost_ratio, run, inspected=inspected)
 
     def regenerate(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
-                   cost_ratio, reproducible=False, request: gr.Request = None):
-        """A rule change or a released slider: ``rerun``, but never in the place of a run the reader started."""
+                   cost_ratio, reproducible=False, inspected=None, request: gr.Request = None):
+        """A control let go of (any setting but the prompt): ``rerun``, but never in the place of a run the reader
+        started."""
         views = self._rerun(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens,
                             seed, cost_ratio, reproducible, pressed=False)
-        yield from self._supervised(views, request, rule, alpha, cost_ratio, run, pressed=False)
+        yield from self._supervised(views, request, rule, alpha, cost_ratio, run, pressed=False, inspected=inspected)
 
-    def _supervised(self, views, request, rule, alpha, cost_ratio, run=None, pressed=True):
+    @staticmethod
+    def settings_note(run, *settings):
+        """The mark above the tokens for the controls as they are now (explore_panels.settings_note): run after
+        every change of a control and after every run, so it holds whatever the order they ended in."""
+        return settings_note(run, *settings[:12])
+
+    def _supervised(self, views, request, rule, alpha, cost_ratio, run=None, pressed=True, inspected=None):
         """A page streams one run into its view. Its views are checked after every block, here in the server's
         process (on ZeroGPU the run itself is in a forked GPU process): a newer run of the same page takes the view
-        once it streams, and the one it replaces ends without a word, but a regeneration (``pressed`` False: a rule
-        change, a released slider) never replaces a run the reader pressed for (Run, Re-run, a row opened here);
-        Stop ends the run with the partial trace and says so. Closing ``views`` stops the engine's work between two
-        blocks."""
-        ticket, spoke = self.runs.join(request, pressed), False
+        once it streams, and the one it replaces ends without a word, but a regeneration (``pressed`` False: a
+        control let go of) never replaces a run the reader pressed for (Run, Continue, a row opened here); Stop
+        ends the run with the partial trace and says so. Closing ``views`` stops the engine's work between two
+        blocks. The inspector and the step-through follow the run shown (explore_panels): cleared at its first
+        view, on the ``inspected`` position of it at its last."""
+        ticket, spoke, fresh = self.runs.join(request, pressed), False, True
         try:
             for view in views:
                 if ticket.superseded:
                     break
                 if ticket.stop_asked:
                     views.close()
-                    yield self.stopped(run, rule, alpha, cost_ratio)
+                    yield self.stopped(run, rule, alpha, cost_ratio, inspected if not fresh else None)
                     return
                 if view is None:  # a block between two views (_stream)
                     continue
@@ -142,7 +171,8 @@ class ExploreHandlers:
                         self.runs.take_view(ticket)
                         if ticket.superseded:
                             break
-                    run = view.run
+                    run, view = view.run, self._followed(view, inspected, fresh)
+                    fresh = False
                 spoke = True
                 yield view
             if not spoke:  # a generator that yields nothing blanks every output in the page: say "no change"
@@ -166,50 +196,69 @@ class ExploreHandlers:
     def _rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
                reproducible=False, pressed=True):
         """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma
-        alone: same text, new costs). Where nothing changed, only a pressed Re-run says so: a regeneration's word
+        alone: same text, new costs). Where nothing changed, only a pressed Continue says so: a regeneration's word
         would replace the status of a run that has just shown its own settings' result."""
         s = AppSettings.from_inputs(prompt, pair_spec, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
                                     auto_gamma=True, draft=draft, reproducible=reproducible)
         if run is None:
-            yield status_only("Nothing to re-run yet: press Run.")
+            yield status_only("No run yet: press Run (settings then apply as you let go of them).")
             return
+        applying = () if pressed else tuple(name for name, _ in differences(
+            run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, reproducible))
         loaded = yield from self._load(s.pair_spec)
         s = s.for_pair(loaded)
         if not s.same_text_inputs(run.trace, run.pair_spec) or run.trace.settings["gamma"] != s.gamma:
-            yield from self._stream(stream(loaded, s.prompt, batches=ENGINE.batches, settings=s), s, cost_ratio, loaded)
+            yield from self._stream(stream(loaded, s.prompt, batches=ENGINE.batches, settings=s), s, cost_ratio,
+                                    loaded, applying)
             return
         old = run.trace.settings
         _, first_changed = run.trace.recolour(s.rule, s.alpha)
-        if first_changed is None and run.trace.finished and (old["rule"], old["alpha"]) == (s.rule, s.alpha):
+        if first_changed is None and (old["rule"], old["alpha"]) == (s.rule, s.alpha) and (
+                run.trace.finished or not pressed):  # a stopped run is continued when asked, not when a box blurs
             if pressed:
-                yield status_only("Nothing changed since the last run.")
+                yield status_only("Nothing changed since the last run, which has finished: nothing to continue.")
             return
         start = len(run.trace.positions) if first_changed is None else first_changed
         resumed = stream(loaded, resume=(run.trace, start), batches=ENGINE.batches, settings=s)
-        yield from self._stream(resumed, s, cost_ratio, loaded)
+        yield from self._stream(resumed, s, cost_ratio, loaded, applying)
+
+    @staticmethod
+    def _followed(view, inspected, fresh):
+        """A view of a run with the panels that follow it: at the run's first view the mark above the tokens and
+        the inspector cleared (the run before's token is not explained over the new text), at its last the
+        inspector on the same position of it (and that token selected in the text)."""
+        if fresh:
+            view = view._replace(note="", **cleared(inspected))
+        if view.run.trace.finished and inspected is not None:
+            s = view.run.trace.settings
+            view = view._replace(answer=answer_view(view.run, s["rule"], s["alpha"], selected=inspected)[0],
+                                 **retargeted(view.run, inspected))
+        return view
 
     def stop(self, request: gr.Request = None):
         """Stop pressed: the page's run ends at its next block and shows what it has (``_supervised``)."""
         if self.runs.stop(request):
             return gr.skip()  # the run's own last message says it stopped (a message here could land after it)
-        return "Nothing is running; Run starts a run, Re-run regenerates what a change affects."
+        return "Nothing is running; Run starts a run, Continue finishes a stopped one."
 
-    def stopped(self, run, rule, alpha, cost_ratio):
-        """After Stop: the partial trace with fresh figures; Re-run continues it."""
+    def stopped(self, run, rule, alpha, cost_ratio, inspected=None):
+        """After Stop: the partial trace with fresh figures and the inspector on it; Continue finishes it."""
         if run is None:
             return status_only("Stopped before the first token.")
-        return self._view(run, rule, alpha, cost_ratio, running=False,
-                          status=f"Stopped after {len(run.trace.positions)} tokens; Re-run continues from there.")
+        stopped = self._view(run, rule, alpha, cost_ratio, running=False,
+                             status=f"Stopped after {len(run.trace.positions)} tokens; Continue finishes the run "
+                                    "from there, Run starts afresh.")
+        return stopped._replace(**retargeted(run, inspected))
 
     # -- live controls -----------------------------------------------------------------------------
 
     @staticmethod
-    def recolour(run, rule, alpha):
-        """Instant: provenance under the new (rule, alpha) from the stored a*, no model call.
-        Outputs: tokens, step plot, critical-alpha plot, status."""
+    def recolour(run, rule, alpha, inspected=None):
+        """Instant: provenance under the new (rule, alpha) from the stored a*, no model call (the ``inspected``
+        token stays selected). Outputs: tokens, step plot, critical-alpha plot, decision map, status."""
         if run is None:
             return Recoloured(gr.skip(), gr.skip(), gr.skip(), gr.skip(), "")
-        answer, first_changed, sources = answer_view(run, rule, alpha)
+        answer, first_changed, sources = answer_view(run, rule, alpha, selected=inspected)
         return Recoloured(answer, *figures_view(run, rule, alpha, sources, first_changed),
                           recolour_status(run, rule, alpha, first_changed))
 
@@ -226,33 +275,27 @@ class ExploreHandlers:
         index = event_index(event, "pos")
         if run is None or not 0 <= index < len(run.trace.positions):
             return gr.skip(), gr.skip(), gr.skip()
-        pos = run.trace.positions[index]
-        _, first_changed = run.trace.recolour(rule, alpha)
-        note = ""
-        if first_changed is not None and index >= first_changed:
-            rule, alpha = run.trace.settings["rule"], run.trace.settings["alpha"]
-            note = f"This token will change; shown under the run's own setting {rule}, alpha = {alpha:.2f}."
-        figure = figures.inspector_figure(pos, rule, alpha)
-        text = inspector_html(index, pos, explain(rule, pos, alpha), note, rule)
-        return text, gr.update(value=figure, visible=True), index
+        return inspector_view(run, rule, alpha, index)
 
     # -- one block, step by step (app/block_steps.py) --------------------------------------------------
 
     def open_block(self, run, index):
         """"Step through its block": the block that emitted the inspected token, replayed with the engine's own
-        numbers (cascade_core/replay.py). Outputs: block_steps.OUTPUTS."""
+        numbers (cascade_core/replay.py), from the page's run (one block decoded, not the run up to it) where that
+        run was decoded from its start. Outputs: block_steps.OUTPUTS."""
         if run is None or index is None or not 0 <= index < len(run.trace.positions):
             yield closed("Click a token of a run first.")
             return
         yield replaying(f"Replaying the run to the block of token #{index}…")
         try:
-            replay = yield from self.replay(AppSettings.of_run(run.trace, run.pair_spec), position=index)
+            replay = yield from self.replay(AppSettings.of_run(run.trace, run.pair_spec), position=index,
+                                            run=None if run.trace.resumed_from else run.trace)
         except ValueError as error:
             yield closed(str(error))
             return
         yield opened(replay, run.trace.tokens)
 
-    @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
+    @gpu(lambda a: replay_length(a["s"], a["where"].get("run")), lambda a: drafts_with_a_head(a["s"].pair_spec))
     def replay(self, s, **where):
         """block_steps.replay_progress on the pair of ``s`` (a GPU function on ZeroGPU)."""
         return (yield from replay_progress(self.pairs.get(s.pair_spec), s, **where))
@@ -261,25 +304,30 @@ class ExploreHandlers:
 
     @raises_for_client
     def api_run(self, prompt: str, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, gamma: int | str = "auto",
-                temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, seed: int = 0,
-                draft: str = "", reproducible: bool = False, request: gr.Request = None) -> str:
+                temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                seed: int = DEFAULT_SEED, draft: str = "", reproducible: bool = False, request: gr.Request = None) -> str:
         """Run the cascade on the app's default pair with the page's defaults (gamma: a number, or "auto"; draft:
         "model", "head", or empty for the page's default draft; reproducible: decode alone, bitwise the solo run,
         instead of beside other calls' rows, whose near-ties the trace marks). Its last value is the trace as JSON
         (cascade_core's Trace.to_json); before that it streams {"generating": {"tokens": n, "max_new_tokens": m}}
         every PROGRESS_INTERVAL seconds (see read_or_stopped for callers who leave)."""
         s = self._api_settings(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft, reproducible)
-        yield from read_or_stopped(self._trace_messages(s), self.unread, request)
+        messages = self.recent.remembering(s, self.pairs.get(s.pair_spec), self._trace_messages(s))
+        yield from read_or_stopped(messages, self.unread, request)
 
     @raises_for_client
     def api_block(self, prompt: str, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, gamma: int | str = "auto",
-                  temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, seed: int = 0,
-                  draft: str = "", block: int = 0, request: gr.Request = None) -> str:
+                  temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                  seed: int = DEFAULT_SEED, draft: str = "", block: int = 0, request: gr.Request = None) -> str:
         """One block of /run's run (the same arguments) replayed with the engine's own numbers, ``block`` its index
-        in the run from 0 (cascade_core/replay.py says what it returns). Streams progress as /run does
+        in the run from 0 (cascade_core/replay.py says what it returns). After a /run with the same settings (one of
+        the last RECENT_RUNS) it decodes that block alone, from the run's trace, and a block past the run's end is
+        refused at once; else it decodes the run up to the block. Streams progress as /run does
         ({"generating": ...}); its last value is the block as JSON."""
         s = self._api_settings(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft)
-        yield from read_or_stopped(self._block_messages(s, block), self.unread, request)
+        block = whole_number(block, "block", 0, s.max_new_tokens - 1)
+        run = self.recent.find(s, self.pairs.get(s.pair_spec))
+        yield from read_or_stopped(self._block_messages(s, block, run), self.unread, request)
 
     def _api_settings(self, prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft, reproducible=False):
         """An API call's settings on the app's default pair (gamma may be "auto"; an empty draft: the page's)."""
@@ -287,17 +335,22 @@ class ExploreHandlers:
                                        max_new_tokens, seed, auto_gamma=True, draft=draft or self.default_draft,
                                        reproducible=reproducible)
 
-    @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
-    def _block_messages(self, s, block):
+    @gpu(lambda a: replay_length(a["s"], a.get("run")), lambda a: drafts_with_a_head(a["s"].pair_spec))
+    def _block_messages(self, s, block, run=None):
         pair = self.pairs.get(s.pair_spec)
-        steps = replay_steps(pair, s.prompt, settings=s.for_pair(pair), block=block, batches=ENGINE.batches)
-        yield from progress_messages(steps, s.max_new_tokens, generated(s), lambda replay: replay)
+        steps = replay_steps(pair, s.prompt, settings=s.for_pair(pair), block=block, run=run, batches=ENGINE.batches)
+        yield from progress_messages(steps, replay_length(s, run), generated(s), lambda replay: replay)
 
     @gpu(lambda a: a["s"].max_new_tokens, lambda a: drafts_with_a_head(a["s"].pair_spec))
     def _trace_messages(self, s):
         pair = self.pairs.get(s.pair_spec)
         steps = stream(pair, s.prompt, batches=ENGINE.batches, settings=s.for_pair(pair))
         yield from progress_messages(steps, s.max_new_tokens, generated(s), Trace.to_dict)
+
+
+def special_ids(pair):
+    """The pair's special token ids (end of turn, end of text, ...): the answer shows them as a mark."""
+    return frozenset(getattr(pair.tokenizer, "all_special_ids", None) or ())
 
 
 def generated(s):

@@ -6,7 +6,8 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from cascade_core import RULES, Trace
-from cascade_core.costs import expected_speedup, priced_speedup, with_target_alone
+from cascade_core.models import BUNDLED, parse_pair
+from cascade_core.costs import speedup_at_c, speedup_over_target
 from cascade_core.explain import deferred
 
 from .controls import alpha_slider_range
@@ -20,16 +21,21 @@ from .viz.tokens import tokens_html
 class Run:
     """The trace on screen, the spec of the pair that made it and, once it has finished, the pair's measured call
     prices for its block length (prices.py), which the projected speed-up is priced with; ``pair``: what the pair
-    is, its draft said (its description)."""
+    is, its draft said (its description), and the precision it ran in with where its weights came from
+    (``Pair.ran_on``)."""
 
     trace: Trace
     pair_spec: str
     prices: Any = None
     pair: str = ""
+    special: frozenset = frozenset()  # the pair's special token ids: the answer shows them as a mark, not as text
 
 
 class View(NamedTuple):
-    """What a generating handler updates, in the order of the page's outputs (a tuple, as Gradio wants)."""
+    """What a generating handler updates, in the order of the page's outputs (a tuple, as Gradio wants): the run
+    and what shows it, the status, the mark saying the controls no longer match the run (``note``), and the
+    panels that follow the run on screen (the inspector and its block's step-through: app/explore_panels.py).
+    Build one with ``view_of``: what it does not name is left as it is."""
 
     run: Any
     answer: Any
@@ -39,6 +45,20 @@ class View(NamedTuple):
     alpha_plot: Any
     decision_plot: Any
     status: Any
+    note: Any
+    inspector_text: Any
+    inspector_plot: Any
+    inspected: Any
+    block_opened: Any
+    block_step: Any
+    block_view: Any
+    block_buttons: Any
+
+
+def view_of(**given):
+    """A View of the outputs ``given``, every other one skipped (a fresh gr.skip() each: Gradio edits update
+    dicts in place)."""
+    return View(**{name: given[name] if name in given else gr.skip() for name in View._fields})
 
 
 class Recoloured(NamedTuple):
@@ -53,7 +73,7 @@ class Recoloured(NamedTuple):
 
 def status_only(message):
     """A view update that leaves the answer, stats and plots as they are and shows a status line."""
-    return View(*(gr.skip(),) * 7, status=message)
+    return view_of(status=message)
 
 
 def resume_caption(trace):
@@ -68,22 +88,20 @@ def resume_caption(trace):
 
 
 def stats_view(run, cost_ratio):
-    """(stats Markdown, projected speed-up Markdown) for the run on screen: the cost model at the slider's c, and
-    priced with the calls measured on this machine once the run has finished."""
+    """(stats Markdown, speed-up Markdown) for the run on screen: its speed-up over the target alone priced with the
+    pair's measured calls (costs.speedup_over_target, the one every tab shows), once the run has finished, and
+    Leviathan et al.'s estimate at the slider's c only where the slider is not at this draft's measured c (a
+    hypothetical c, set by the user)."""
     if run is None:
-        return stats_markdown(None), speedup_markdown(None, None, cost_ratio, None)
-    stats, gamma = run.trace.stats, run.trace.gamma
-    acceptance, share = stats["acceptance_rate"], stats["target_alone_share"] or 0.0
-    at_c = None if acceptance is None else with_target_alone(expected_speedup(acceptance, gamma, cost_ratio, gamma + 1),
-                                                             share)
-    prices = run.prices
-    overhead = stats["overhead_seconds_per_block"] or 0.0
-    priced = (None if acceptance is None or prices is None else
-              with_target_alone(priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead),
-                                share))
+        return stats_markdown(None), speedup_markdown(None, None)
+    trace, prices = run.trace, run.prices
+    rule, gamma = trace.settings["rule"], trace.gamma
+    priced = speedup_over_target(trace.sources, rule, gamma, prices)
+    own_c = None if prices is None else round(prices.c, 2)
+    at_c = None if own_c == round(cost_ratio, 2) else speedup_at_c(trace.sources, rule, gamma, cost_ratio)
     target_alone = None if prices is None else 1 / prices.target  # one target call per token, measured here
-    return (stats_markdown(stats, resume_caption(run.trace), run.pair, target_alone),
-            speedup_markdown(stats, run.trace.settings["gamma"], cost_ratio, at_c, prices, priced, gamma))
+    return (stats_markdown(trace.stats, resume_caption(trace), run.pair, target_alone),
+            speedup_markdown(trace.stats, trace.settings["gamma"], prices, priced, gamma, cost_ratio, at_c))
 
 
 def view_interval(tokens):
@@ -96,13 +114,31 @@ def view_interval(tokens):
     return 0.25 + tokens / 500
 
 
-def answer_view(run, rule, alpha, running=False):
-    """(tokens HTML, first_changed, sources) for the run shown under the page's (rule, alpha)."""
+SMALL_TARGET = "a 135M target: its answers are often wrong; the method is what to watch"
+
+
+def answer_view(run, rule, alpha, running=False, selected=None):
+    """(tokens HTML, first_changed, sources) for the run shown under the page's (rule, alpha), the inspected
+    token ``selected``; under the text, why it ended (and, on the bundled pair, that its target is small)."""
     trace = run.trace
     sources, first_changed = trace.recolour(rule, alpha)
-    note = "" if running else {"eos": "end of text", "max_new_tokens": "max new tokens reached"}.get(
-        trace.stop_reason, "stopped")
-    return tokens_html(trace.positions, sources, rule, first_changed, running, note), first_changed, sources
+    note = "" if running else "; ".join([{"eos": "end of text", "max_new_tokens": "max new tokens reached"}.get(
+        trace.stop_reason, "stopped")] + [SMALL_TARGET] * (parse_pair(run.pair_spec).get("name") == BUNDLED))
+    html = tokens_html(trace.positions, sources, rule, first_changed, running, note, run.special, selected,
+                       focusable=True, decides=decision_flips(trace, rule, alpha, first_changed))
+    return html, first_changed, sources
+
+
+def decision_flips(trace, rule, alpha, first_changed):
+    """The positions from ``first_changed`` on where the rule's own test goes the other way under (rule, alpha)
+    than under the run's setting (alpha crossed a*): what a move of alpha changes at a token, as opposed to what
+    may change because the text before it, or a token rule's eta (Eq. 11), does."""
+    if first_changed is None:
+        return frozenset()
+    old_rule, old_alpha = trace.settings["rule"], trace.settings["alpha"]
+    return frozenset(i for i, pos in enumerate(trace.positions[first_changed:], first_changed)
+                     if pos["source"] != "target" and (pos.get("a_star") or {}).get(rule) is not None
+                     and deferred(old_rule, pos, old_alpha) != deferred(rule, pos, alpha))
 
 
 def figures_view(run, rule, alpha, sources, first_changed):
@@ -113,14 +149,20 @@ def figures_view(run, rule, alpha, sources, first_changed):
 
 
 def recolour_status(run, rule, alpha, first_changed):
+    """What moving alpha or the rule would change: where the text may change from, why where a token rule's
+    decision stands there, how many tokens would be regenerated and at how many the rule's own test flips."""
     if first_changed is None:
         return f"Under {rule}, alpha = {alpha:.2f}, every token stands as it is."
-    flips = len(run.trace.positions) - first_changed
+    n, decides = len(run.trace.positions), decision_flips(run.trace, rule, alpha, first_changed)
     settings, pos = run.trace.settings, run.trace.positions[first_changed]
-    why = ""
+    reused = f" (the first {first_changed} are reused)" if first_changed else ""
+    said = (f"Under {rule}, alpha = {alpha:.2f}, token #{first_changed} may change: the {n - first_changed} greyed "
+            f"tokens are regenerated when you let go of the control{reused}; at the {len(decides)} outlined ones the "
+            "rule's own test goes the other way.")
     if deferred(settings["rule"], pos, settings["alpha"]) == deferred(rule, pos, alpha) and RULES[rule].per_token:
-        # its own decision stands: under a token rule pi reads the whole deferred set (eta), which alpha changed
-        why = (f" (its own decision stands, but {rule}'s pi there reads the whole vocabulary's deferred set, which "
-               "alpha changes, so its acceptance test may go the other way)")
-    return (f"Under {rule}, alpha = {alpha:.2f}, token #{first_changed} may change{why}: the {flips} greyed tokens "
-            "will be regenerated on release (or press Re-run); the prefix is reused.")
+        # its own decision stands: under a token rule a deferred token is kept with probability min(1, eta p / q)
+        said += (f" At token #{first_changed} its own decision stands, but {rule} keeps a deferred token with "
+                 "probability min(1, eta p(x) / q(x)), and eta, the draft's mass on the tokens it defers over the "
+                 "whole vocabulary (Eq. 11), moves with alpha: under a token rule the grey starts at the first token "
+                 "deferred at either setting (moving alpha under chow, diff or opt, at the first outlined one).")
+    return said

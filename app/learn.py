@@ -6,6 +6,7 @@ import functools
 import gradio as gr
 
 from cascade_core import mapped, stream
+from cascade_core.strategies import REPEATS
 
 from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
 from .compare import compare_steps, label, progress_line, tokens_asked
@@ -77,15 +78,20 @@ class LearnHandlers:
                 if lesson.decision_map else gr.skip()
             yield rows_html(traces), figure, said(pair, traces)
             return
-        traces, pairs = [], []  # timed: one after another, so that each run's clock is its own
-        for s in settings:
-            pairs.append(self.pairs.get(s.pair_spec))
-            drafts = [None] + [f"{p.draft_kind} draft" for p in pairs[1:]]
-            for trace in ENGINE.iterate(stream(pairs[-1], s.prompt, batches=ENGINE.batches, settings=s),
-                                        s.max_new_tokens):
-                yield rows_html(traces + [trace], drafts), gr.skip(), f"Running {label(s.rule, s.alpha)}…"
-            traces.append(trace)
-        yield rows_html(traces, drafts), gr.skip(), said(pairs, traces)
+        # timed: one after another, so that each run's clock is its own, REPEATS times (their spread is reported)
+        pairs = [self.pairs.get(s.pair_spec) for s in settings]
+        drafts = [None] + [f"{p.draft_kind} draft" for p in pairs[1:]]
+        repeats = []
+        for repeat in range(1, REPEATS + 1):
+            traces = []
+            for s, pair in zip(settings, pairs):
+                for trace in ENGINE.iterate(stream(pair, s.prompt, batches=ENGINE.batches, settings=s),
+                                            s.max_new_tokens):
+                    yield (rows_html(traces + [trace], drafts), gr.skip(),
+                           f"Repeat {repeat} of {REPEATS}: running {label(s.rule, s.alpha)}…")
+                traces.append(trace)
+            repeats.append(traces)
+        yield rows_html(repeats[0], drafts), gr.skip(), said(pairs, repeats)
 
 
     @gpu(lambda a: 2 * LESSONS[a["index"]].max_new_tokens)
@@ -99,7 +105,7 @@ class LearnHandlers:
         trace = yield from mapped(ENGINE.iterate(stream(pair, s.prompt, batches=ENGINE.batches, settings=s),
                                                  s.max_new_tokens), lambda trace: (gr.skip(),) * 4)
         position = next((i for i, source in enumerate(trace.sources) if source == "replaced"), 0)
-        replay = yield from replay_progress(pair, s, position=position)
+        replay = yield from replay_progress(pair, s, position=position, run=trace)  # one block, from the run
         yield opened(replay, trace.tokens)
 
 

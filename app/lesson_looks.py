@@ -1,10 +1,12 @@
 """What each lesson's run shows, in that run's own numbers: the "What to look for" text under a lesson (app/lessons.py
 names which lesson reads which)."""
 from cascade_core import RULES
-from cascade_core.costs import (break_even_cost_ratio, expected_speedup, expected_tokens_per_call, priced_speedup,
+from cascade_core.batch import run_prices
+from cascade_core.costs import (break_even_cost_ratio, expected_tokens_per_call, speedup_over_target,
                                 rejection_terms)
 from cascade_core.explain import dissect
 from cascade_core.running import OTHER_ROWS
+from cascade_core.strategies import engine_rate, fastest, faster_than, measured_speedup, spread
 
 from .compare import label, row_stats
 from .sandbox import START
@@ -12,7 +14,8 @@ from .strategies import other_calls_note
 from .viz.format import number
 from .worker import ENGINE
 
-NEAR_LOSSLESS = 1.1  # "near lossless": a target NLL at most 10% above lossless's (not a quality score)
+FRONTIER_BUDGET = 0.8  # lesson 7's question: the points with at most 80% of lossless's target calls per token
+FRONTIER_RULES = ("chow", "opt", "v3")  # its answers, in order (then "none")
 
 
 def percent(value):
@@ -56,7 +59,7 @@ def look_for_speculative(pair, traces):
 
 
 def look_for_chow(pair, traces):
-    stats = [ENGINE.call(row_stats, pair, t, 0.25) for t in traces]
+    stats = [ENGINE.call(row_stats, pair, t) for t in traces]
     lines = [f"| {r['label']} | {percent(r['deferral_rate'])} | {r['target_calls']} | {number(r['target_nll'], 2)} |"
              for r in stats]
     lo, hi = stats[0], stats[-1]
@@ -136,68 +139,85 @@ def look_for_sandbox(rules):
                else "."))
 
 
+def calls_per_token(row):
+    return row["target_calls"] / row["tokens"]
+
+
+def lossless_cost(rows):
+    return calls_per_token(next(row for row in rows if row["rule"] == "lossless"))
+
+
+def alpha_text(alpha):
+    return "–" if alpha is None else f"{alpha:.3g}"
+
+
+def nearest_within_budget(rows):
+    """The point nearest the target's distribution (the lowest mean TV to the target; the first on a tie) among those
+    with at most FRONTIER_BUDGET of lossless's target calls per token, or None where no point is that cheap."""
+    budget = FRONTIER_BUDGET * lossless_cost(rows)
+    cheap = [row for row in rows if row["rule"] != "lossless" and row["tv_to_target"] is not None
+             and calls_per_token(row) <= budget]
+    return min(cheap, key=lambda row: row["tv_to_target"], default=None)
+
+
 def look_for_frontier(rows):
-    """Each rule's cheapest point whose target NLL is at most 10% above lossless's (the target's own samples)."""
-    by_rule = {}
-    for row in rows:
-        by_rule.setdefault(row["rule"], []).append((row["target_calls"] / row["tokens"], row["target_nll"]))
-    cost, quality = by_rule.pop("lossless")[0]
-    lines = []
-    for rule, points in by_rule.items():
-        near = [c for c, nll in points if nll <= NEAR_LOSSLESS * quality]
-        cheapest = f"{number(min(near), 2)} ({percent(min(near) / cost)} of lossless's)" if near else "none"
-        lines.append(f"| {rule} | {len(points)} | {number(min(c for c, _ in points), 2)}–"
-                     f"{number(max(c for c, _ in points), 2)} | {cheapest} |")
-    return (f"Lossless: {number(cost, 2)} target calls per token, target NLL {number(quality, 2)}.\n\n"
-            f"| rule | points | target calls per token | fewest calls per token within {percent(NEAR_LOSSLESS - 1)} "
-            "of lossless's NLL |\n|---|---|---|---|\n" + "\n".join(lines) +
-            "\n\nAt equal target calls a lower point is text the target finds likelier, not better text: a point "
-            "below lossless is more mode-seeking than the target's own samples. One prompt and 24 tokens cannot rank "
-            "the rules: another prompt or seed moves every point, which is why the sweeps average prompt sets with "
-            "intervals (docs/sweeps.md).")
+    """Every point's target calls per token and mean TV to the target, and the nearest one within the budget."""
+    best = nearest_within_budget(rows)
+    lines = [f"| {row['rule']} | {alpha_text(row['alpha'])} | {number(calls_per_token(row), 2)} | "
+             f"{number(row['tv_to_target'], 3)} |" for row in rows]
+    found = ("no point called the target that little" if best is None else
+             f"the nearest to the target's distribution is {best['rule']} alpha {alpha_text(best['alpha'])} (mean TV "
+             f"{number(best['tv_to_target'], 3)} at {number(calls_per_token(best), 2)} calls per token)")
+    return ("| rule | alpha | target calls per token | mean TV to the target |\n|---|---|---|---|\n" +
+            "\n".join(lines) + f"\n\nWith at most {percent(FRONTIER_BUDGET)} of lossless's "
+            f"{number(lossless_cost(rows), 2)} target calls per token, {found}. Lossless is 0: pi = p at every "
+            "position. A lower point is nearer the target's distribution, not better text: the paper measures quality "
+            "with task metrics, where its token rule often scores above the large model itself (Fig. 3). One prompt "
+            "and 24 tokens cannot rank the rules: another prompt or seed moves every point, which is why the sweeps "
+            "average prompt sets with intervals (docs/sweeps.md).")
 
 
-def per_call(trace, role):
-    c = trace.counters
-    return c[f"{role}_seconds"] / c[f"{role}_calls"]
+def rate_spread(repeats, i):
+    """Run i's tokens per second on the engine's clock over the repeats: 'median (least-most)'."""
+    lo, mid, hi = spread([engine_rate(traces[i]) for traces in repeats])
+    return f"{number(mid, 1)} ({number(lo, 1)}-{number(hi, 1)})"
 
 
-def look_for_timed(pairs, traces):
-    """Per draft: measured speed-up, and the cost model priced with the calls these runs timed: one target token
-    (the target alone), one draft call and one verification of up to gamma + 1 tokens (the cascade); for a head,
-    the emitted tokens outside its vocabulary."""
-    target, *cascades = traces
-    one = per_call(target, "target")
+def look_for_timed(pairs, repeats):
+    """Per draft: its speed on the engine's clock (the spread of the repeats), and the speed-up every tab shows
+    (costs.speedup_over_target), priced with the pair's calls measured in alternation (prices.py): one target token,
+    one draft call, one verification of gamma + 1 tokens; for a head, the emitted tokens outside its vocabulary."""
+    target, *cascades = repeats[0]
     lines, notes = [], []
-    for pair, cascade in zip(pairs[1:], cascades):
-        gamma, a = cascade.settings["gamma"], cascade.stats["acceptance_rate"]
-        measured = cascade.stats["tokens_per_second"] / target.stats["tokens_per_second"]
-        draft, verify = per_call(cascade, "draft"), per_call(cascade, "target")
-        priced = priced_speedup(a, gamma, one, draft, verify)
+    for k, (pair, cascade) in enumerate(zip(pairs[1:], cascades), 1):
+        gamma, a = cascade.gamma, cascade.stats["acceptance_rate"]
+        prices = ENGINE.call(run_prices, pair, gamma)
+        priced = speedup_over_target(cascade.sources, cascade.settings["rule"], gamma, prices)
         kind = pair.drafting.label
-        lines.append(f"| {kind} | {number(cascade.stats['tokens_per_second'], 1)} | {number(measured, 2)}x | "
-                     f"{number(1000 * draft, 1)} ms (c = {number(draft / one, 2)}) | {number(verify / one, 2)} | "
-                     f"{number(a, 2)} | "
-                     f"{number(priced, 2)}x | {number(expected_speedup(a, gamma, draft / one, gamma + 1), 2)}x |")
-        notes.append(f"- With the {kind}: {pays(a, gamma, verify / one)}")
+        lines.append(f"| {kind} | {rate_spread(repeats, k)} | {number(measured_speedup(repeats, k), 2)}x | "
+                     f"{number(1000 * prices.draft, 1)} ms (c = {number(prices.c, 2)}) | "
+                     f"{number(prices.verify_ratio, 2)} | {number(a, 2)} | {number(priced, 2)}x |")
+        notes.append(f"- With the {kind}: {pays(a, gamma, prices.verify_ratio)}")
         vocabulary = pair.drafting.vocabulary(pair.draft)
         if vocabulary is not None:
             outside = sum(token not in vocabulary for token in cascade.tokens)
             notes.append(f"- The {kind} proposes only the {len(vocabulary):,} tokens of its vocabulary (q = 0 "
                          f"elsewhere): {outside} of the {len(cascade.tokens)} tokens written came from outside it, "
                          "each one the target's replacement, never a kept proposal.")
-    beside = max(trace.counters.get(OTHER_ROWS, 0) for trace in traces)
+    beside = max(trace.counters.get(OTHER_ROWS, 0) for traces in repeats for trace in traces)
     if beside:
         notes.append(f"- {other_calls_note(beside)}")
-    gamma = cascades[0].settings["gamma"]
-    return (f"Target alone: {number(target.stats['tokens_per_second'], 1)} tokens/s, one target token "
-            f"{number(1000 * one, 1)} ms.\n\n"
-            f"| v3, alpha 0.5, with | tokens/s | measured | one draft call | a verification of up to {gamma + 1} "
-            "tokens, in target tokens | acceptance | cost model, these prices | Leviathan et al.'s (2023) estimate, "
-            f"{gamma + 1} draft calls |\n"
-            "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" +
-            "\n".join(notes) + "\n- A draft much cheaper than its target whose tokens are kept often, and a "
-            "verification that costs about one target token (a large target on a GPU), are what make a cascade pay.")
+    doubt = timed_doubt(pairs, repeats)
+    one = ENGINE.call(run_prices, pairs[0], cascades[0].gamma).target
+    block = cascades[0].gamma + 1
+    return (f"Target alone: {rate_spread(repeats, 0)} tokens/s on the engine's clock (median, and least-most of "
+            f"{len(repeats)} repeats), one target token {number(1000 * one, 1)} ms.\n\n"
+            f"| v3, alpha 0.5, with | tokens/s | measured | one draft call | a verification of {block} tokens, in "
+            "target tokens | acceptance | speed-up over the target alone, these prices (every tab's) |\n"
+            "|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + "\n".join(notes) +
+            (f"\n- {doubt}" if doubt else "") + "\n- A draft much cheaper than its target whose tokens are kept "
+            "often, and a verification that costs about one target token (a large target on a GPU), are what make a "
+            "cascade pay.")
 
 
 def pays(a, gamma, verify_ratio):
@@ -243,40 +263,59 @@ def held_sandbox(rules):
 
 
 def held_frontier(rows):
-    """0: some point's target NLL lies below lossless's; 1: none does."""
-    lossless = next(row["target_nll"] for row in rows if row["rule"] == "lossless")
-    return 0 if any(row["target_nll"] < lossless for row in rows if row["rule"] != "lossless") else 1
+    """The index in FRONTIER_RULES of the rule whose point lies nearest the target within the budget
+    (nearest_within_budget); len(FRONTIER_RULES) where no point is that cheap."""
+    best = nearest_within_budget(rows)
+    return len(FRONTIER_RULES) if best is None else FRONTIER_RULES.index(best["rule"])
 
 
-def held_timed(pairs, traces):
-    """0: both drafts finished first; 1: the head only; 2: the draft model only; 3: neither."""
-    target, *cascades = traces
-    faster = {pair.draft_kind: trace.stats["tokens_per_second"] > target.stats["tokens_per_second"]
-              for pair, trace in zip(pairs[1:], cascades)}
+def held_timed(pairs, repeats):
+    """0: both drafts finished first; 1: the head only; 2: the draft model only; 3: neither (by the median of the
+    repeats on the engine's clock: timed_doubt says where they disagree)."""
+    faster = {pair.draft_kind: faster_than(repeats, k, 0)[0] for k, pair in enumerate(pairs[1:], 1)}
     return {(True, True): 0, (True, False): 1, (False, True): 2, (False, False): 3}[(faster["head"], faster["model"])]
 
 
-def look_for_why(pairs, traces):
-    """The three kinds of decoding on this machine: speed against the target alone, calls, and the target's NLL."""
-    target, *others = traces
-    stats = [ENGINE.call(row_stats, pair, trace, 0.25) for pair, trace in zip(pairs, traces)]
-    base, one = target.stats["tokens_per_second"], per_call(target, "target")
-    draft = per_call(others[-1], "draft")
-    c = draft / one
-    lines = [f"| {name} | {number(t.stats['tokens_per_second'], 1)} | "
-             f"{number(t.stats['tokens_per_second'] / base, 2)}x | {t.stats['target_calls']} | "
-             f"{percent(t.stats['acceptance_rate'])} | {number(t.stats['tokens_per_target_call'], 2)} | "
-             f"{number(s['target_nll'], 2)} |"
-             for name, t, s in zip(WHY_ROWS, traces, stats)]
-    return ("| decoding | tokens/s | speed against the target alone | target calls | acceptance (proposals kept) | "
-            "tokens per target call | target NLL |\n|---|---|---|---|---|---|---|\n" + "\n".join(lines) +
-            f"\n\n{blocks_compared(*others)}\n\n"
-            f"Here a draft call cost {number(c, 2)} of a target token ({number(1000 * draft, 1)} ms against "
-            f"{number(1000 * one, 1)} ms). The paper's speed-ups are measured at the large model's quality with T5 at "
-            "batch size 1 on a TPUv4, where (as speculative decoding assumes) scoring a few tokens costs about as "
-            "much as one; on a small CPU the target is compute-bound, a verification of several tokens costs more "
-            "than one, and a cascade pays only where c is small and proposals are kept (lesson 8; docs/benchmarks.md). "
-            "Lossless's NLL is the target's own samples'; the cascade's moves with alpha.")
+def timed_doubt(pairs, repeats):
+    """Lesson 8's verdict's caveat where its repeats disagree on whether a draft's cascade beat the target alone
+    ('' where they agree)."""
+    split = [pair.drafting.label for k, pair in enumerate(pairs[1:], 1) if not faster_than(repeats, k, 0)[1]]
+    return "" if not split else (
+        f"The {len(repeats)} repeats disagree on whether the cascade with the {' and the '.join(split)} beat the "
+        "target alone: on this machine the timing does not decide it, and the verdict goes by the median.")
+
+
+def why_doubt(pairs, repeats):
+    """Lesson 1's verdict's caveat where its repeats disagree on which run finished first ('' where they agree)."""
+    _, each = fastest(repeats)
+    return "" if len(set(each)) == 1 else (
+        f"The {len(repeats)} repeats disagree on which finished first ({', '.join(WHY_ROWS[i] for i in each)}): on "
+        "this machine the timing does not decide it, and the verdict goes by the median.")
+
+
+def look_for_why(pairs, repeats):
+    """The three kinds of decoding on this machine: speed on the engine's clock (the spread of the repeats) against
+    the target alone, the speed-up every tab shows (costs.speedup_over_target), calls, and the target's NLL."""
+    traces = repeats[0]
+    stats = [ENGINE.call(row_stats, pair, trace) for pair, trace in zip(pairs, traces)]
+    prices = ENGINE.call(run_prices, pairs[-1], traces[-1].gamma)
+    lines = [f"| {name} | {rate_spread(repeats, i)} | {number(measured_speedup(repeats, i), 2)}x | "
+             f"{number(s['speedup'], 2)}x | {t.stats['target_calls']} | {percent(t.stats['acceptance_rate'])} | "
+             f"{number(t.stats['tokens_per_target_call'], 2)} | {number(s['target_nll'], 2)} |"
+             for i, (name, t, s) in enumerate(zip(WHY_ROWS, traces, stats))]
+    doubt = why_doubt(pairs, repeats)
+    return ("| decoding | tokens/s, engine's clock: median (least-most) | measured against the target alone | "
+            "speed-up over the target alone, priced (every tab's) | target calls | acceptance (proposals kept) | "
+            "tokens per target call | target NLL |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) +
+            (f"\n\n{doubt}" if doubt else "") + f"\n\n{blocks_compared(*traces[1:])}\n\n"
+            f"Here a draft call cost {number(prices.c, 2)} of a target token ({number(1000 * prices.draft, 1)} ms "
+            f"against {number(1000 * prices.target, 1)} ms) and a verification of {prices.block} tokens "
+            f"{number(prices.verify_ratio, 2)} target tokens, measured in alternation (prices.py). The paper's "
+            "speed-ups are measured at the large model's quality with T5 at batch size 1 on a TPUv4, where (as "
+            "speculative decoding assumes) scoring a few tokens costs about as much as one; on a small CPU the target "
+            "is compute-bound, a verification of several tokens costs more than one, and a cascade pays only where c "
+            "is small and proposals are kept (lesson 8; docs/benchmarks.md). Lossless's NLL is the target's own "
+            "samples'; the cascade's moves with alpha.")
 
 
 WHY_ROWS = ("target alone", "speculative decoding (lossless)", "speculative cascade (v3, alpha 0.5)")
@@ -295,10 +334,10 @@ def blocks_compared(lossless, cascade):
             "puts its mass decides (lesson 6).")
 
 
-def held_why(pairs, traces):
-    """The index of the run that wrote its tokens fastest: 0 the cascade, 1 lossless, 2 the target alone."""
-    speeds = [trace.stats["tokens_per_second"] for trace in traces]
-    return {2: 0, 1: 1, 0: 2}[max(range(3), key=speeds.__getitem__)]
+def held_why(pairs, repeats):
+    """The index of the run that wrote its tokens fastest on the engine's clock, by the median of the repeats
+    (why_doubt says where they disagree): 0 the cascade, 1 lossless, 2 the target alone."""
+    return {2: 0, 1: 1, 0: 2}[fastest(repeats)[0]]
 
 
 def derivation_predictions(pos, alpha):

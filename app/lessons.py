@@ -5,10 +5,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cascade_core import RULES
+from cascade_core.strategies import REPEATS
 
 from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandbox, held_speculative, held_timed, held_tv,
                            held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,
-                           look_for_speculative, look_for_timed, look_for_tv, look_for_why, start_table)
+                           look_for_speculative, look_for_timed, look_for_tv, look_for_why, start_table, timed_doubt,
+                           why_doubt)
 from .options import example_prompts
 
 
@@ -33,7 +35,8 @@ class Lesson:
     temperature: float = 0.7
     max_new_tokens: int = 48
     opens: tuple = ()  # the tab the lesson talks about, and its rule and alpha there, as (name, value) pairs
-    # What to look for, from the run's results: (pair, traces) for "rows", (each run's pair, traces) for "timed",
+    # What to look for, from the run's results: (pair, traces) for "rows", (each run's pair, per repeat the runs'
+    # traces) for "timed" (strategies.REPEATS of them, each on the engine's own clock),
     # the rules' (rule, alpha) for "sandbox", the sweep's rows for "frontier"
     look: Callable = None
     steps_through: bool = False  # after its run, one block of its last row can be opened and stepped through
@@ -44,16 +47,19 @@ class Lesson:
     # the answer that holds is a property of the rule (``held`` reads its formula, not the run's numbers): the reveal
     # says what the rule says, not what this run shows
     rule_property: bool = False
+    # from the run's results: the sentence a timed verdict carries where its repeats disagree ('' where they agree)
+    doubt: Callable = None
 
     def reveal(self, choice, *results):
         """Whether the committed answer (its text) held in this run, and if not, what did and why the answer fails."""
         outcome = self.answers[self.held(*results)]
         chosen = next(answer for answer in self.answers if answer.text == choice)
+        doubt = self.doubt(*results) if self.doubt else ""
         if chosen is outcome:
-            return f"**Your answer:** {choice} **It held.** {chosen.caveat}".rstrip()
+            return f"**Your answer:** {choice} **It held.** {chosen.caveat} {doubt}".rstrip()
         shows = "The rule says" if self.rule_property else "What this run shows"
         return (f"**Your answer:** {choice} **It did not hold.** {shows}: *{outcome.text}* "
-                f"{chosen.wrong_because}").rstrip()
+                f"{chosen.wrong_because} {doubt}").rstrip()
 
     def link(self):
         """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
@@ -65,7 +71,8 @@ class Lesson:
     @property
     def tokens(self):
         """The tokens a run of this lesson may generate (a frontier: its rules x 3 alphas, and a pilot)."""
-        return (len(self.rows) * 3 + 1 if self.kind == "frontier" else len(self.rows)) * self.max_new_tokens
+        runs = {"frontier": len(self.rows) * 3 + 1, "timed": len(self.rows) * REPEATS}.get(self.kind, len(self.rows))
+        return runs * self.max_new_tokens
 
 
 def introduction(k, lesson):
@@ -88,10 +95,12 @@ LESSONS = (
            "| rule | speed-up |\n|---|---|\n| opt | 1.95x |\n| v3 | 1.85x |\n| diff | 1.79x |\n"
            "| lossy speculative decoding | 1.61x |\n| BiLD* | 1.34x |\n\n"
            "v3 gave the best quality at the large model's latency in every T5 column. This lesson times the three "
-           "kinds of decoding on this machine, one after another.",
+           "kinds of decoding on this machine, one after another, three times over, on the engine's own clock (its "
+           "model calls and its work, not the page's redraw).",
            "On this machine, which will write its 48 tokens first: the target alone, speculative decoding "
            "(lossless), or the speculative cascade (v3, alpha 0.5)?",
            "timed", (("target", 0.0), ("lossless", 0.0), ("v3", 0.5)), look=look_for_why, held=held_why,
+           doubt=why_doubt,
            opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5)), answers=(
                Answer("The speculative cascade.", caveat=(
                    "Not by construction: v3's blocks need not run longer than lossless's (a token rule can reject "
@@ -208,23 +217,43 @@ LESSONS = (
                       "r TV(p, q). A token rule's pi mixes q and p token by token (Eq. 11), and its rejection "
                       "probability is eta sum_{v in A} p(v) + sum_{v not in A} max(0, eta p(v) - q(v))."))),
     Lesson("The trade-off", "Trade-off",
-           "Each alpha is one point: target calls per token (cost) against the target's negative log-likelihood of "
-           "the text (lower: text the target finds likelier). The NLL shows how far a rule moves the text from what "
-           "the target finds likely, not how good it is: it rewards mode-seeking text, so greedy text can score "
-           "below the target's own samples (lossless). The paper measures quality with task metrics (BLEU, "
-           "ROUGE-2, accuracy) at matched latency; one prompt and 24 tokens, as here, cannot rank the rules.",
-           "Which rule's points lie lowest at the same cost, and does any lie below lossless (the target's own "
-           "samples)?",
+           "Each alpha is one point: target calls per token (cost) against the **mean TV to the target**. The "
+           "verification makes each emitted token follow its position's pi exactly (Algorithm 4), so TV(pi, p), the "
+           "total-variation distance from pi to the target's own p there, says how far that position's output lies "
+           "from the target's distribution; averaged over the text it is exact, read from the trace, with no judge. "
+           "Lossless is 0 (pi = p). A position rule's pi is q where it keeps the draft's distribution and p where it "
+           "defers (Eq. 6), so each position counts TV(q, p) or 0, and a smaller alpha defers at more positions, "
+           "each of which then counts 0 and may be rejected (Lemma 3); a token rule's pi mixes both (Eq. 11). It is "
+           "a distance from the target, not a quality score: the paper measures quality with task metrics (BLEU, "
+           "ROUGE-2/L, exact match, pass@1, F1) against measured latency (T5) or rejection rate (Gemma), reporting "
+           "both the speed-up at the large model's quality and the best quality at its latency, and there its token "
+           "rule often scores above the large model itself (Fig. 3), which no distance from the target can show. "
+           "The tab's target NLL is a diagnostic only: it rewards mode-seeking text, so greedy text can score below "
+           "the target's own samples, and a lower NLL is not better text. One prompt and 24 tokens, as here, cannot "
+           "rank the rules.",
+           "With at most 80% of lossless's target calls per token, which rule's point lies nearest the target's "
+           "distribution (the lowest mean TV to the target)?",
            "frontier", ("lossless", "chow", "opt", "v3"), max_new_tokens=24, look=look_for_frontier,
            opens=(("tab", "tradeoff"),), held=held_frontier, answers=(
-               Answer("Some point lies below lossless."),
-               Answer("No point lies below lossless.",
-                      "Lossless is not the lowest NLL there can be: it samples the target's distribution, and the "
-                      "target's NLL rewards its likeliest tokens, so text pulled toward a confident draft's choices "
-                      "can score below the target's own samples. A "
-                      "lower NLL is not better text; the paper measures BLEU, ROUGE-2 and accuracy.",
-                      "Here no point did, but one can: the NLL rewards mode-seeking text, so a lower point would not "
-                      "be better text."))),
+               Answer("chow's.",
+                      "chow decides on the draft's confidence alone (Eq. 2), not on how far q lies from p, so "
+                      "nothing steers the positions where it keeps q toward a small TV(q, p).",
+                      "One prompt and 24 tokens: another prompt or seed moves every point (docs/sweeps.md averages "
+                      "prompt sets)."),
+               Answer("opt's.",
+                      "At the same confidence gap, opt (alpha > 0) keeps q more readily where TV(q, p) is large "
+                      "(Eq. 10), where deferring risks a rejection (Lemma 3): it weighs target calls, and each such "
+                      "position counts that large TV.",
+                      "One prompt and 24 tokens: another prompt or seed moves every point (docs/sweeps.md averages "
+                      "prompt sets)."),
+               Answer("v3's.",
+                      "v3's pi keeps q only on the target's top tokens and gives the rest of q's mass to p (Eq. 15, "
+                      "Eq. 11); whether that lies nearer p than another rule's point at the same cost depends on the "
+                      "prompt, and one prompt and 24 tokens move every point.",
+                      "One prompt and 24 tokens: another prompt or seed moves every point (docs/sweeps.md averages "
+                      "prompt sets)."),
+               Answer("None: no point calls the target that little.",
+                      "Here at least one point called the target at most 80% as often as lossless."))),
     Lesson("When it pays: c, gamma, the draft and the measured speed-up", "When it pays",
            "The app's block drafts gamma + 1 proposals (gamma + 1 draft calls), scores all of them in one target "
            "pass (one target call) and verifies them in order, with no bonus token: the paper's Algorithm 4 drafts "
@@ -241,7 +270,8 @@ LESSONS = (
            "residual (the Sandbox shows a q with zeros).",
            "On this machine, will the cascade finish 48 tokens before the target alone, and with which draft?",
            "timed", (("target", 0.0, "model"), ("v3", 0.5, "model"), ("v3", 0.5, "head")), look=look_for_timed,
-           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5)), held=held_timed, answers=(
+           opens=(("tab", "strategies"), ("rule", "v3"), ("alpha", 0.5)), held=held_timed, doubt=timed_doubt,
+           answers=(
                Answer("Yes, with either draft.",
                       "A cascade is not faster by construction: it pays only where a draft call is cheap beside a "
                       "target call (c) and enough proposals are kept, and the draft model runs all of its layers over "

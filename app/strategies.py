@@ -1,5 +1,5 @@
-"""The Strategies tab: one prompt, four ways to spend the draft and the target (see cascade_core.strategies), each
-run for real, on one clock."""
+"""The Strategies tab: one prompt, the target alone and four ways to spend the draft and the target (see
+cascade_core.strategies), each run for real, on one clock."""
 import gradio as gr
 
 from cascade_core import mapped
@@ -19,9 +19,9 @@ from .viz.timeline import lanes_figure, lanes_html
 from .worker import ENGINE
 
 
-# The runs the four strategies make at most: the draft's answer and the target's, speculative decoding, the
-# speculative cascade and the sequential cascade.
-RUNS = 5
+# The runs the strategies make at most: the target alone, the draft's answer and the target's, speculative
+# decoding, the speculative cascade and the sequential cascade.
+RUNS = 6
 # the rules a cascade can defer by: every position and token rule, and lossy's lenience
 CASCADE_RULES = tuple(name for name, rule in RULES.items() if rule.kind in ("position", "token") or rule.lenience)
 
@@ -51,7 +51,7 @@ def checked_threshold(threshold):
     return float(threshold)
 
 
-DEFAULTS = dict(rule="v3", alpha=0.5, threshold=0.6, **run_defaults(max_new_tokens=48, auto_gamma=True))  # and the API's
+DEFAULTS = dict(rule="v3", alpha=0.5, threshold=0.6, **run_defaults(auto_gamma=True))  # and the API's
 
 
 def other_calls_note(rows):
@@ -65,7 +65,9 @@ def done_text(lanes):
     """The status once the strategies are done, naming those the draft could not run."""
     skipped = [lane["name"] for lane in lanes if lane["totals"] is None]
     beside = max((lane["totals"][OTHER_ROWS] for lane in lanes if lane["totals"]), default=0)
-    return "Done: times are measured, call by call." + (f" {other_calls_note(beside)}" if beside else "") + (
+    done = ("Done: times are the engine's own clock (its calls and its work, not the page's redraw), call by call; "
+            "a speed-up over the target alone is priced with this machine's measured calls.")
+    return done + (f" {other_calls_note(beside)}" if beside else "") + (
         f" Not run with an EAGLE-3 head, which reads the target's hidden states: the {' and the '.join(skipped)} "
         "(they need a draft that runs alone; choose the draft model for them)." if skipped else "")
 
@@ -84,11 +86,11 @@ class StrategiesHandlers:
         s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, rule, alpha, gamma, temperature,
                                  max_new_tokens, seed, auto_gamma=True, draft=draft)
         threshold = checked_threshold(threshold)
-        check_budget(RUNS, s.max_new_tokens, "the four strategies")
+        check_budget(RUNS, s.max_new_tokens, "the target alone and the four strategies")
         return s, threshold
 
     def lane_steps(self, s, threshold):
-        """The four strategies block by block (cascade_core.strategies.strategy_steps)."""
+        """The target alone and the four strategies block by block (cascade_core.strategies.strategy_steps)."""
         pair = self.pairs.get(s.pair_spec)
         return strategy_steps(pair, s.prompt, s.for_pair(pair), threshold, batches=ENGINE.batches)
 
@@ -104,10 +106,10 @@ class StrategiesHandlers:
     @raises_for_client
     def api_strategies(self, prompt: str, rule: str = DEFAULTS["rule"], alpha: float = DEFAULTS["alpha"],
                        threshold: float = DEFAULTS["threshold"], gamma: int | str = "auto",
-                       temperature: float = DEFAULTS["temperature"], seed: int = 0,
-                       max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
-                       request: gr.Request = None) -> str:
-        """Per strategy (cascade, speculative decoding, speculative cascade, sequential cascade) at the page's
+                       temperature: float = DEFAULTS["temperature"], max_new_tokens: int = DEFAULTS["max_new_tokens"],
+                       seed: int = 0, draft: str = "", request: gr.Request = None) -> str:
+        """Per strategy (target alone, cascade, speculative decoding, speculative cascade, sequential cascade; totals
+        in seconds on the engine's clock, and "speedup" over the target alone as every tab prices it) at the page's
         defaults, with ``draft`` ("model", "head", or empty for the page's default): its calls ([role, start, end]
         in seconds), text and totals, as JSON, or for a strategy the draft cannot run (an EAGLE-3 head: the cascade
         and the sequential cascade) totals null and "skipped", the sentence why; before that it streams
@@ -147,7 +149,7 @@ def build_strategies(handlers, values):
                                   label="cascade threshold (a SeqCascade variant, Eq. 1): the target answers again if the "
                                         "draft's mean max q is below")
             gamma, temperature, max_new_tokens, seed = run_controls(values, auto_gamma=True)
-            run = gr.Button("Run the four strategies", variant="primary", elem_id="strategies-run")
+            run = gr.Button("Run the target alone and the four strategies", variant="primary", elem_id="strategies-run")
             status = gr.Markdown("", elem_id="strategies-status")
         with gr.Column(scale=2):
             plot = gr.Plot(label="Strategies on one clock", elem_id="strategies-plot")

@@ -1,5 +1,7 @@
 """The Trade-off tab: for the current prompt, the frontier the selected rules trace as alpha sweeps (the sweeps
-package, with prefix sharing and progress); or a prompt set's frontier from a sweep's rows.jsonl."""
+package, with prefix sharing and progress); or a prompt set's frontier from a sweep's rows.jsonl. Its y axis is by
+default the mean TV to the target (exact, from the trace); ROUGE-L and exact match where a prompt set has references
+and answers; the target's NLL only as a diagnostic, drawn without a front (sweeps/figures.py)."""
 import json
 
 import gradio as gr
@@ -7,7 +9,7 @@ import gradio as gr
 from cascade_core import RULES, mapped
 from cascade_core.values import shown
 from sweeps.alphas import needs_pilot, parse_alphas
-from sweeps.figures import frontier_figure
+from sweeps.figures import QUALITY, frontier_figure
 from sweeps.report import summarise
 from sweeps.sweep import sweep_steps
 
@@ -24,7 +26,12 @@ from .worker import ENGINE
 
 RULE_CHOICES = [r for r in RULES if RULES[r].kind != "baseline"] + ["target"]
 DEFAULT_RULES = ["lossless", "chow", "opt", "v3"]
-DEFAULTS = dict(alphas="auto:6", **run_defaults(max_new_tokens=32))  # the page's, and its API's
+DEFAULTS = dict(alphas="auto:6", **run_defaults())  # the page's, and its API's
+DEFAULT_QUALITY = "tv_to_target"
+QUALITY_CHOICES = [("mean TV to the target (0 = the target's distribution; exact, from the trace)", "tv_to_target"),
+                   ("ROUGE-L (a prompt set with references)", "rouge_l"),
+                   ("exact match (a prompt set with answers)", "exact_match"),
+                   (QUALITY["target_nll"], "target_nll")]
 
 
 def point_choices(rows):
@@ -42,7 +49,7 @@ def progress_text(step):
     return f"{step.done} of {step.total} chains done; running side by side: {running} ({step.tokens} tokens)…"
 
 
-def drawn_as_they_finish(x_axis, c):
+def drawn_as_they_finish(x_axis, c, quality):
     """A sweep step's page update: the frontier of the chains finished so far, redrawn as each one finishes (the
     chart stayed empty for the whole sweep), and the status."""
     drawn = 0
@@ -52,7 +59,7 @@ def drawn_as_they_finish(x_axis, c):
         if step.done == drawn or not step.rows:
             return gr.skip(), gr.skip(), gr.skip(), progress_text(step)
         drawn = step.done
-        return gr.skip(), frontier_figure(summarise(step.rows), x_axis, "target_nll", c), gr.skip(), progress_text(step)
+        return gr.skip(), frontier_figure(summarise(step.rows), x_axis, quality, c), gr.skip(), progress_text(step)
     return update
 
 
@@ -82,6 +89,7 @@ class TradeoffHandlers:
                              f"{', '.join(RULE_CHOICES)}")
         s = AppSettings.from_inputs(prompt, self.default_pair_spec, True, "lossless", 0.0, gamma, temperature,
                                  max_new_tokens, seed, draft=draft)
+        s = s.for_pair(self.pairs.get(s.pair_spec))  # a prompt too long for the context: refused before tokenizing
         tokens = check_budget(runs_asked(rules, parse_alphas(alphas)), s.max_new_tokens, "rules, alphas")
         return s, rules, tokens
 
@@ -95,20 +103,21 @@ class TradeoffHandlers:
     @warns_in_page(lambda message: (gr.skip(), gr.skip(), gr.skip(), message))
     @gpu(lambda a: runs_asked(a["rules"], parse_alphas(a["alphas"])) * a["max_new_tokens"],
          lambda a: drafts_with_a_head(a["self"].default_pair_spec, a["draft"]))
-    def run(self, prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c):
+    def run(self, prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share_prefix, x_axis, c,
+            quality=DEFAULT_QUALITY):
         """Outputs: rows state, figure, point chooser, status. Stop, or a closed page, ends the sweep after the
         block it is in."""
         s, rules, tokens = self.settings(prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.frontier_steps(s, rules, alphas, bool(share_prefix)), tokens)
-        rows = yield from mapped(steps, drawn_as_they_finish(x_axis, c))
-        figure = frontier_figure(summarise(rows), x_axis, "target_nll", c)
+        rows = yield from mapped(steps, drawn_as_they_finish(x_axis, c, quality))
+        figure = frontier_figure(summarise(rows), x_axis, quality, c)
         generated = sum(r["generated_tokens"] for r in rows)
         yield (rows, figure, gr.update(choices=point_choices(rows), value=None),
                f"Done: {len(rows)} runs, {sum(r['tokens'] for r in rows)} tokens in them, {generated} generated.")
 
     @staticmethod
-    def redraw(rows, x_axis, c):
-        return gr.skip() if not rows else frontier_figure(summarise(rows), x_axis, "target_nll", c)
+    def redraw(rows, x_axis, c, quality=DEFAULT_QUALITY):
+        return gr.skip() if not rows else frontier_figure(summarise(rows), x_axis, quality, c)
 
     @staticmethod
     def open_point(rows, index, prompt, draft, gamma, temperature, seed, max_new_tokens):
@@ -120,7 +129,7 @@ class TradeoffHandlers:
                                  seed) + [gr.Tabs(selected="explore")]
 
     @staticmethod
-    def upload(file, x_axis, c):
+    def upload(file, x_axis, c, quality=DEFAULT_QUALITY):
         """A sweep's rows.jsonl: the prompt set's frontier, means with 95% intervals."""
         if file is None:
             return gr.skip(), gr.skip(), ""
@@ -132,16 +141,15 @@ class TradeoffHandlers:
                 raise ValueError(f"line {unknown} has no rule of this project's ({', '.join(RULES)}): "
                                  f"{shown(rows[unknown - 1])}")
             title = f"{len({r['prompt_id'] for r in rows})} prompts, {len(rows)} rows: means with 95% intervals"
-            return rows, frontier_figure(summarise(rows), x_axis, "target_nll", c, title), f"Loaded {len(rows)} rows."
+            return rows, frontier_figure(summarise(rows), x_axis, quality, c, title), f"Loaded {len(rows)} rows."
         # a 401-digit number (OverflowError) or JSON nested past Python's limit (RecursionError) included
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
             return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {markdown_text(f'{type(error).__name__}: {error}')}"
 
     @raises_for_client
-    def api_frontier(self, prompt: str, rules: list, alphas: str = DEFAULTS["alphas"], seed: int = 0,
-                     gamma: int = DEFAULTS["gamma"], temperature: float = DEFAULTS["temperature"],
-                     max_new_tokens: int = DEFAULTS["max_new_tokens"], draft: str = "",
-                     request: gr.Request = None) -> str:
+    def api_frontier(self, prompt: str, rules: list, alphas: str = DEFAULTS["alphas"], gamma: int = DEFAULTS["gamma"],
+                     temperature: float = DEFAULTS["temperature"], max_new_tokens: int = DEFAULTS["max_new_tokens"],
+                     seed: int = 0, draft: str = "", request: gr.Request = None) -> str:
         """For one prompt on the app's default pair with ``draft`` ("model", "head", or empty for the page's
         default), at the page's defaults. Its last value is one row per (rule, alpha), as sweeps.sweep
         makes them (JSON); before that it streams {"generating": {"stage": "pilot" or "chain", "chains_done": d,
@@ -192,9 +200,13 @@ def build_tradeoff(handlers, explore, tabs, values):
                                 elem_id="tradeoff-alphas")
             gamma, temperature, max_new_tokens, seed = run_controls(values)
             share = gr.Checkbox(True, label="prefix sharing (each alpha resumes where a decision first flips)")
-            x_axis = gr.Radio([("target calls per token", "calls"), ("the cost model's speed-up at c", "speedup")],
+            x_axis = gr.Radio([("target calls per token", "calls"),
+                               ("speed-up over the target alone (measured calls)", "speedup"),
+                               ("speed-up at a c set by you (hypothetical)", "at_c")],
                               value="calls", label="x axis", elem_id="tradeoff-x")
-            c = gr.Slider(0.01, 1.0, value=0.25, step=0.01, label="cost ratio c (for the speed-up axis)")
+            c = gr.Slider(0.01, 1.0, value=0.25, step=0.01, elem_id="tradeoff-c",
+                          label="c, set by you (for the hypothetical axis only: a draft call over a target call)")
+            quality = gr.Radio(QUALITY_CHOICES, value=DEFAULT_QUALITY, label="y axis", elem_id="tradeoff-quality")
             run = gr.Button("Sweep alpha", variant="primary", elem_id="tradeoff-run")
             status = gr.Markdown("", elem_id="tradeoff-status")
             upload = gr.File(label="…or a sweep's rows.jsonl (a prompt set's frontier)", file_types=[".jsonl"],
@@ -205,11 +217,11 @@ def build_tradeoff(handlers, explore, tabs, values):
                 point = gr.Dropdown([], label="A point of the frontier", elem_id="tradeoff-point")
                 open_button = gr.Button("Open it in Explore", elem_id="tradeoff-open")
     rows = gr.State(None)
-    run.click(handlers.run, [prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share, x_axis, c],
-              [rows, plot, point, status], **GENERATING)
-    for control in (x_axis, c):
-        control.input(handlers.redraw, [rows, x_axis, c], plot, **INSTANT)
-    upload.upload(handlers.upload, [upload, x_axis, c], [rows, plot, status], **INSTANT)
+    run.click(handlers.run, [prompt, draft, rules, alphas, gamma, temperature, seed, max_new_tokens, share, x_axis, c,
+                             quality], [rows, plot, point, status], **GENERATING)
+    for control in (x_axis, c, quality):
+        control.input(handlers.redraw, [rows, x_axis, c, quality], plot, **INSTANT)
+    upload.upload(handlers.upload, [upload, x_axis, c, quality], [rows, plot, status], **INSTANT)
     open_button.click(handlers.open_point, [rows, point, prompt, draft, gamma, temperature, seed, max_new_tokens],
                       explore.opened + [tabs], **INSTANT).then(
         explore.handlers.run, explore.settings, explore.view, **GENERATING)

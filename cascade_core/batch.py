@@ -16,14 +16,13 @@ import torch
 from .blocks import block_in_full, decide, needs_target
 from .cached import CachedModel
 from .costs import best_gamma, priced_speedup
-from .prices import block_prices, context_ids, measure_prices
+from .prices import OVERHEAD, block_prices, context_ids, measure_prices, measured_prices
 from .rows import start_row
 from .rules import RULES
 from .sampling import finite, position_uniforms
 from .settings import AUTO, AUTO_GAMMAS, TARGET_ALONE, RunSettings
 
 PRIOR_ACCEPTANCE, PRIOR_WEIGHT = 0.5, 4  # gamma "auto"'s acceptance estimate before a row has verified anything
-OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices
 PROBE_EVERY = 8  # after this many target-alone blocks in a row, a lossless row drafts one block to see its acceptance
 
 
@@ -75,7 +74,7 @@ class Batch:
             if error is not None:
                 row.fail(error)
         for row in rows:
-            row.counters["prefill_seconds"] = time.perf_counter() - start
+            row.counters["prefill_seconds"] = row.counters["engine_seconds"] = time.perf_counter() - start
             row.started = start
         return self.drop_finished()
 
@@ -108,7 +107,10 @@ class Batch:
         for i, row in enumerate(rows):
             if not row.trace.finished:  # else it failed while drafting
                 self.settle_row(i, row, proposals[i], scored[i], uniforms[i], gammas[i])  # 3 to 5
-        self.overhead = time.perf_counter() - started - (self.target.seconds + self.draft.seconds - in_calls)
+        block_seconds = time.perf_counter() - started
+        for row in rows:  # the engine's own clock: its calls and work, not the time a reader holds the stream
+            row.counters["engine_seconds"] = row.counters.get("engine_seconds", 0.0) + block_seconds
+        self.overhead = block_seconds - (self.target.seconds + self.draft.seconds - in_calls)
         return self.drop_finished()
 
     def settle_row(self, i, row, proposal, p_logits, uniforms, gamma):
@@ -206,6 +208,16 @@ def measure_auto_prices(pair):
     every other call waits: docs/app-benchmarks.md)."""
     measure_prices(pair, AUTO_GAMMAS)
     measure_overhead(pair)
+
+
+def run_prices(pair, gamma):
+    """What a speed-up over the target alone is priced with (costs.speedup_over_target): the pair's calls for
+    blocks of gamma + 1 tokens and the engine's own seconds per block, each measured once per pair on this machine,
+    so that every view of the same text shows the same number; None on the compiled path."""
+    if pair.compiled:
+        return None
+    measure_overhead(pair)
+    return measured_prices(pair, gamma)
 
 
 def measure_overhead(pair, blocks=8, gamma=4):

@@ -88,6 +88,54 @@ def with_target_alone(speedup, share):
     return 1 / (share + (1 - share) / speedup)
 
 
+def provenance_rates(sources):
+    """(acceptance, target-alone share) of a text from its tokens' provenance: the share of the draft's proposals
+    kept (accepted or deferred-and-kept, of the positions it proposed at), None where it proposed at none, and the
+    share of the tokens that are gamma "auto"'s floor (the target's own, one call each). Read from the text, not
+    from a run's counters, so a resumed run and a fresh one of the same text price alike."""
+    n, alone = len(sources), sources.count("target")
+    drafted = n - alone
+    kept = sum(source in ("accepted", "deferred") for source in sources)
+    return (kept / drafted if drafted else None), (alone / n if n else 0.0)
+
+
+def speedup_over_target(sources, rule, gamma, prices):
+    """The speed-up over the target alone, the one every view shows (Explore, Compare, the Trade-off, Strategies,
+    the lessons): the cost model priced with the pair's calls as measured on this machine (``prices``, a
+    prices.Prices: a one-token target call, one call of this pair's draft, be it a draft model or an EAGLE-3 head,
+    the verification of a block and the engine's own work per block), at the text's acceptance, with gamma
+    "auto"'s floor at the target's price. The target alone is 1; the draft alone is one draft call per token, 1 / c.
+    None where nothing prices it (no prices: the compiled path) or nothing was written."""
+    if rule == "target":
+        return 1.0
+    if prices is None or not sources:
+        return None
+    if rule == "draft":
+        return prices.target / prices.draft
+    acceptance, share = provenance_rates(sources)
+    if acceptance is None:  # every token the target's own
+        return 1.0
+    drafted = priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, prices.overhead)
+    return with_target_alone(drafted, share)
+
+
+def speedup_at_c(sources, rule, gamma, c):
+    """A hypothetical figure for a cost ratio c the user sets, not a measurement: Leviathan et al.'s (2023) estimate
+    (a verification priced as one target token, no engine work) with this engine's gamma + 1 draft calls per block,
+    at the text's acceptance and with gamma "auto"'s floor at the target's price; the target alone 1, the draft
+    alone 1 / c."""
+    if rule == "target":
+        return 1.0
+    if not sources:
+        return None
+    if rule == "draft":
+        return 1 / c
+    acceptance, share = provenance_rates(sources)
+    if acceptance is None:
+        return 1.0
+    return with_target_alone(expected_speedup(acceptance, gamma, c, gamma + 1), share)
+
+
 def best_gamma(acceptance, price, gammas):
     """The gamma in ``gammas`` of the highest priced speed-up at this acceptance; ``price(gamma)`` gives the
     (target, draft, verification of gamma + 1, overhead per block) seconds. Ties go to the shorter block."""

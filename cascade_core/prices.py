@@ -17,6 +17,7 @@ import torch
 from .cached import CachedModel
 
 CONTEXT = 64  # tokens already in the cache when a price is measured: a short answer's length
+OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices (batch.py)
 
 
 def _synchronize(device):
@@ -48,11 +49,11 @@ def _timer(model, vocab, n_tokens, compiled):
     return once
 
 
-def calls_seconds(calls, repeats=7):
-    """Median seconds of each call in ``calls`` ({key: (model, vocab, n_tokens, compiled)}; ``compiled``: the
-    static-cache path, or None), timed in alternation, one of each per round after a warm-up round (which also
-    compiles): a machine whose speed drifts while they are measured prices them all alike (this 2-core VM's speed
-    changes by a third within minutes)."""
+def calls_seconds(calls, repeats=7, summary=statistics.median):
+    """Median seconds (``summary`` of the rounds) of each call in ``calls`` ({key: (model, vocab, n_tokens,
+    compiled)}; ``compiled``: the static-cache path, or None), timed in alternation, one of each per round after a
+    warm-up round (which also compiles): a machine whose speed drifts while they are measured prices them all alike
+    (this 2-core VM's speed changes by a third within minutes)."""
     with torch.inference_mode():
         timers = {key: _timer(*call) for key, call in calls.items()}
         times = {key: [] for key in timers}
@@ -61,7 +62,7 @@ def calls_seconds(calls, repeats=7):
                 seconds = once()
                 if round_:
                     times[key].append(seconds)
-    return {key: statistics.median(values) for key, values in times.items()}
+    return {key: summary(values) for key, values in times.items()}
 
 
 def call_seconds(model, vocab, n_tokens=1, repeats=7, compiled=None):
@@ -71,12 +72,14 @@ def call_seconds(model, vocab, n_tokens=1, repeats=7, compiled=None):
 
 @dataclass(frozen=True)
 class Prices:
-    """Seconds of a one-token target call, a draft call and the verification of a block of ``block`` tokens."""
+    """Seconds of a one-token target call, a draft call and the verification of a block of ``block`` tokens, and
+    the engine's own seconds per block beyond the calls (``overhead``, once measured: batch.measure_overhead)."""
 
     target: float
     draft: float
     verify: float
     block: int
+    overhead: float = 0.0
 
     @property
     def c(self):
@@ -88,7 +91,15 @@ class Prices:
 
     def to_dict(self):
         return dict(target_ms=1000 * self.target, draft_ms=1000 * self.draft, verify_ms=1000 * self.verify,
-                    block=self.block, c=self.c, verify_in_target_tokens=self.verify_ratio)
+                    block=self.block, c=self.c, verify_in_target_tokens=self.verify_ratio,
+                    engine_ms_per_block=1000 * self.overhead)
+
+
+def measured_c(pair):
+    """c = (one draft call) / (one target call) of this pair's draft (a draft model's or an EAGLE-3 head's) as
+    measured on this machine, or None before its prices are measured (and on the compiled path)."""
+    target, draft = (pair.prices.get((role, 1)) for role in ("target", "draft"))
+    return None if target is None or draft is None else draft / target
 
 
 def _calls(gamma):
@@ -96,12 +107,12 @@ def _calls(gamma):
 
 
 def measured_prices(pair, gamma):
-    """The pair's prices for blocks of gamma + 1 tokens on this machine (measured once per pair and block length);
-    None on the compiled path."""
+    """The pair's prices for blocks of gamma + 1 tokens on this machine (measured once per pair and block length),
+    with the engine's own seconds per block where they have been measured; None on the compiled path."""
     if pair.compiled:
         return None
     measure_prices(pair, [gamma])
-    return Prices(*(pair.prices[key] for key in _calls(gamma)), gamma + 1)
+    return Prices(*(pair.prices[key] for key in _calls(gamma)), gamma + 1, pair.prices.get(OVERHEAD, 0.0))
 
 
 def missing_prices(pair, gammas):

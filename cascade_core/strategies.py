@@ -1,5 +1,7 @@
-"""Four ways to spend a draft and a target on one prompt, each run for real and timed call by call:
+"""Four ways to spend a draft and a target on one prompt, beside the target alone, each run for real and timed call
+by call on the engine's own clock (its calls and its work, not a reader's time between blocks):
 
+0. the target alone, what every speed-up is against;
 1. a sequential cascade, this app's variant of the paper's SeqCascade [Chow] (Eq. 1, which defers the whole
    response iff the draft's sequence probability is below 1 - alpha): the draft answers in full; if its confidence,
    here the mean max q over its tokens (a length-free measure, where a sequence probability shrinks with every
@@ -12,10 +14,16 @@
 (1) and (4) need a draft that runs alone: with an EAGLE-3 head (which reads the target's hidden states) they are
 skipped, each with the sentence that says why.
 """
+import statistics
+
+from .batch import run_prices
+from .costs import speedup_over_target
 from .engine import mapped, stream
 from .running import OTHER_ROWS
 
-STRATEGIES = ("cascade", "speculative decoding", "speculative cascade", "sequential cascade")
+STRATEGIES = ("target alone", "cascade", "speculative decoding", "speculative cascade", "sequential cascade")
+REPEATS = 3  # a timed comparison runs each of its runs this many times and reports the spread (a 2-core machine's
+# speed changes by a third within minutes, so one timing can put either run first)
 NEEDS_THE_DRAFT_ALONE = {
     "cascade": "the cascade lets the draft answer alone, and this pair's draft is {described}",
     "sequential cascade": "the sequential cascade calls the target only where the rule defers, and this pair's "
@@ -23,14 +31,22 @@ NEEDS_THE_DRAFT_ALONE = {
 }
 
 
-def lane(name, traces, extra=None):
-    """One strategy's calls on a shared clock (later traces start where earlier ones ended), its text and totals."""
-    calls, offset = [], 0.0
+def lane(name, traces, extra=None, pair=None):
+    """One strategy's calls on a shared clock (later traces start where earlier ones ended), its text and totals:
+    ``seconds`` on that clock (the wall, where the calls lie), ``engine_seconds`` on the engine's own (its calls and
+    work, not a reader's time between blocks: what lanes are compared by), and for a single run of blocks (or the target alone) its speed-up over
+    the target alone priced with the pair's measured calls (costs.speedup_over_target, every tab's number)."""
+    calls, offset, seconds = [], 0.0, 0.0
     for trace in traces:
         calls += [[role, start + offset, end + offset] for role, start, end in trace.counters.get("timeline", [])]
         offset += trace.counters["wall_seconds"]  # prefill included
+        seconds += trace.stats["engine_seconds"] or 0.0
     final = traces[-1]
-    totals = dict(seconds=offset, tokens=len(final.positions),
+    rule = final.settings["rule"]
+    priced = pair is not None and len(traces) == 1 and not final.settings.get("sequential") and rule != "draft"
+    totals = dict(seconds=offset, engine_seconds=seconds, tokens=len(final.positions),
+                  speedup=speedup_over_target(final.sources, rule, final.gamma, run_prices(pair, final.gamma))
+                  if priced else None,
                   target_calls=sum(t.stats["target_calls"] for t in traces),
                   draft_calls=sum(t.stats["draft_calls"] for t in traces),
                   **{OTHER_ROWS: max(t.counters.get(OTHER_ROWS, 0) for t in traces)}, **(extra or {}))
@@ -55,6 +71,7 @@ def strategy_steps(pair, prompt, settings, threshold, batches=None):
         return mapped(stream(pair, prompt, settings=settings, batches=batches, **kwargs),
                       lambda trace: (strategy, trace, lanes))
 
+    lanes.append(lane("target alone", [(yield from run("target alone", rule="target", alpha=0.0))], pair=pair))
     alone = pair.drafting.runs_alone
     if alone:
         drafted = yield from run("cascade", rule="draft", alpha=0.0)
@@ -64,9 +81,45 @@ def strategy_steps(pair, prompt, settings, threshold, batches=None):
                                                    deferred=len(cascade) > 1)))
     else:
         lanes.append(skipped("cascade", pair.drafting))
-    lanes.append(lane("speculative decoding", [(yield from run("speculative decoding", rule="lossless", alpha=0.0))]))
-    lanes.append(lane("speculative cascade", [(yield from run("speculative cascade", rule=rule, alpha=alpha))]))
+    lanes.append(lane("speculative decoding", [(yield from run("speculative decoding", rule="lossless", alpha=0.0))],
+                      pair=pair))
+    lanes.append(lane("speculative cascade", [(yield from run("speculative cascade", rule=rule, alpha=alpha))],
+                      pair=pair))
     lanes.append(lane("sequential cascade", [(yield from run("sequential cascade", rule=rule, alpha=alpha,
                                                               sequential=True))]) if alone else
                  skipped("sequential cascade", pair.drafting))
     return lanes
+
+
+def engine_rate(trace):
+    """Tokens per second of the engine's own clock (its calls and its work, prefill included: batch.py), not the
+    wall, which also counts the time a reader, such as the page's streaming and redraw, holds the stream."""
+    seconds = trace.stats["engine_seconds"]
+    return trace.stats["new_tokens"] / seconds if seconds else None
+
+
+def spread(values):
+    """(least, median, most) of a run's repeated timings."""
+    return min(values), statistics.median(values), max(values)
+
+
+def fastest(repeats):
+    """Which run wrote its tokens fastest on the engine's clock: (its index by the median rate over the repeats, the
+    fastest's index in each repeat). ``repeats``: per repeat, the same runs' traces in the same order; where the
+    repeats name different runs the timing does not decide, and a verdict built on it must say so."""
+    rates = [[engine_rate(trace) for trace in traces] for traces in repeats]
+    medians = [statistics.median(rate[i] for rate in rates) for i in range(len(rates[0]))]
+    return max(range(len(medians)), key=medians.__getitem__), [max(range(len(r)), key=r.__getitem__) for r in rates]
+
+
+def faster_than(repeats, run, baseline):
+    """Whether run ``run`` wrote its tokens faster than run ``baseline`` (indices into each repeat's traces) by the
+    median over the repeats, and whether every repeat agreed."""
+    wins = [engine_rate(traces[run]) > engine_rate(traces[baseline]) for traces in repeats]
+    return 2 * sum(wins) > len(wins), len(set(wins)) == 1
+
+
+def measured_speedup(repeats, run, baseline=0):
+    """Run ``run``'s speed against run ``baseline`` on the engine's clock: the median over the repeats of each
+    repeat's ratio of their rates (a repeat's runs ran one after another, on the machine as it was then)."""
+    return statistics.median(engine_rate(traces[run]) / engine_rate(traces[baseline]) for traces in repeats)

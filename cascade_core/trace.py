@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .rules import RULES, critical_alphas, outcome_unchanged
-from .sampling import NEAR_TIE
+from .distributions import total_variation
+from .rules import RULES, critical_alphas, outcome_unchanged, pi_draft, pi_per_position, pi_target
+from .sampling import NEAR_TIE, emitted_distribution
 from .strict_json import dumps, number
 
 SOURCES = ("accepted", "deferred", "replaced", "target")  # target: gamma "auto"'s floor (cascade_core/batch.py)
@@ -115,6 +116,29 @@ def near_ties(block, rule, alpha, a_star):
     return ties
 
 
+def pi_is_q_or_p(rule):
+    """Whether the rule's pi is q or p at every position (Lemma 3's two cases: a position rule, lossless, a
+    baseline), so that its TV to the target is TV(q, p) where it kept q and 0 where it deferred."""
+    r = RULES[rule]
+    return r.pi in (pi_per_position, pi_target, pi_draft) and not r.lenience
+
+
+def tv_to_target(d, rule, alpha):
+    """Per position of d, TV(pi_t, p_t): how far the distribution the emitted token follows (pi_t, the exactness of
+    Algorithm 4's verification; lossy: its output distribution) lies from the target's own sampling distribution
+    p_t (tempered) at the same prefix, over the whole vocabulary. 0 is the target's distribution. Where pi is q or p
+    (``pi_is_q_or_p``) it is TV(q, p) where the rule kept q and 0 where it deferred or the target sampled alone
+    (target-only, gamma "auto"'s floor); a token rule's pi (Eq. 11) and lossy's output take the full vectors. None
+    where the target never scored the position (draft-only, a sequential cascade's step that did not call it)."""
+    if d.p is None:
+        return None
+    if not pi_is_q_or_p(rule):
+        return total_variation(emitted_distribution(rule, d, alpha), d.p)
+    if d.q is None or RULES[rule].pi is pi_target:
+        return torch.zeros_like(d.p[..., 0])
+    return torch.where(RULES[rule].defers(d, alpha), 0.0, d.tv)
+
+
 def block_records(block, rule, alpha, detokenizer, details=True):
     """One dict per emitted position (see Trace). Untempered statistics: max q, max p, q(x), p(x), p_token;
     TV from the sampling distributions, as the rules use it."""
@@ -133,6 +157,7 @@ def block_records(block, rule, alpha, detokenizer, details=True):
     columns = dict(a_star=a_star, near_tie=near_ties(block, rule, alpha, a_star),
                    accept_prob=_column(block.accept_prob, m),
                    max_p=_column(None if d.p is None else d.max_p, m),
+                   tv_to_target=_column(tv_to_target(d, rule, alpha), m),
                    p_token=_column(_gather(d.p_untempered, tokens), m))
     if details:
         columns.update(
@@ -153,13 +178,13 @@ def block_records(block, rule, alpha, detokenizer, details=True):
 class Trace:
     """One generation. ``positions[i]`` describes output token i: token, text, source (SOURCES; "target": the
     target's own token, where gamma "auto"'s floor took one), proposal (the draft's token), block, accept_prob,
-    a_star ({rule: a*} for the proposal; {} at the floor's tokens, where nothing was proposed), max_p and p_token (the target's
-    temperature-1 probability of its best and of the emitted token), near_tie (the decisions at it taken within
+    a_star ({rule: a*} for the proposal; {} at the floor's tokens, where nothing was proposed), max_p and p_token
+    (the target's temperature-1 probability of its best and of the emitted token), tv_to_target (TV(pi, p) there,
+    ``tv_to_target``; its mean over the text is ``stats``' tv_to_target), near_tie (the decisions at it taken within
     sampling.NEAR_TIE of going the other way: where a row in another batch can part from its solo run) and, with
-    details: proposal_text, max_q,
-    tv, q_x, p_x, top_q / top_p ([[id, text, prob, other model's prob], ...] top-10, temperature 1). Without
-    details a_star holds the run's own rule only and the detail fields are None, as are fields a baseline cannot
-    know (q for target-only)."""
+    details: proposal_text, max_q, tv, q_x, p_x, top_q / top_p ([[id, text, prob, other model's prob], ...] top-10,
+    temperature 1). Without details a_star holds the run's own rule only and the detail fields are None, as are
+    fields a baseline cannot know (q for target-only)."""
 
     prompt_ids: list
     settings: dict
@@ -233,6 +258,7 @@ class Trace:
             "acceptance_rate": (counts["accepted"] + counts["deferred"]) / drafted if cascade and drafted else None,
             "target_alone_share": counts["target"] / n if n else None,
             "tokens_per_target_call": new / c["target_calls"] if c.get("target_calls") else None,
+            "tv_to_target": mean_tv_to_target(self.positions),
             "deferral_rate": (counts["deferred"] + counts["replaced"] + counts["target"]) / n if n else None,
             "cost_ratio": per_call["draft"] / per_call["target"] if len(per_call) == 2 else None,
             # the engine's own time per block beyond the model calls (sampling, verification, records)
@@ -242,6 +268,9 @@ class Trace:
             "prefill_seconds": c.get("prefill_seconds", 0.0),
             "wall_seconds": wall,
             "tokens_per_second": new / wall if wall > 0 else None,
+            # the engine's own clock (prefill and blocks, batch.py): what a timed view compares, not the wall,
+            # which counts the time a reader (the page's streaming and redraw) holds the stream
+            "engine_seconds": c.get("engine_seconds"),
         }
 
     def recolour(self, rule, alpha):
@@ -292,6 +321,27 @@ class Trace:
         return cls(prompt_ids=data["prompt_ids"], settings=data["settings"], prompt=data["prompt"],
                    positions=data["positions"], counters=data["counters"], finished=data["finished"],
                    stop_reason=data["stop_reason"], error=data.get("error"), resumed_from=data.get("resumed_from", 0))
+
+
+def mean_tv_to_target(positions):
+    """The mean over the text of each position's TV(pi, p) (``tv_to_target``): how far the run's output distribution
+    lies from the target's, exactly, from the trace. None without positions or where a position's is unknown
+    (the target never scored it: draft-only, a sequential cascade's steps without it; a reused position whose pi
+    moved with the setting: ``resumed``)."""
+    values = [pos.get("tv_to_target") for pos in positions]
+    return sum(values) / len(values) if values and None not in values else None
+
+
+def resumed(pos, old_settings, rule, alpha):
+    """A position an earlier trace (run under ``old_settings``) hands to a run under (rule, alpha), where
+    ``Trace.recolour`` found its token unchanged: its source under the new setting, and its TV to the target where
+    pi there is the same distribution (the same setting; or two rules whose pi is q or p, where reuse means both
+    kept q or both deferred), else None: a token rule's pi at a kept token moves with alpha through eta (Eq. 11),
+    lossy's output with its lenience."""
+    old_rule, old_alpha = old_settings["rule"], old_settings["alpha"]
+    same = old_rule == rule and (old_alpha == alpha or not RULES[rule].alpha_used)
+    carried = same or pi_is_q_or_p(old_rule) and pi_is_q_or_p(rule)
+    return dict(pos, source=source_under(pos, rule, alpha), tv_to_target=pos.get("tv_to_target") if carried else None)
 
 
 def source_under(pos, rule, alpha):

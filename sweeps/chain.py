@@ -1,10 +1,12 @@
 """One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
 from cascade_core import RULES, finish, load_pair, stream_lanes
-from cascade_core.costs import fresh_run_calls, priced_speedup
+from cascade_core.batch import run_prices
+from cascade_core.costs import fresh_run_calls, speedup_over_target
 from cascade_core.models import parse_pair
-from cascade_core.prices import measure_prices, measured_prices
+from cascade_core.prices import measure_prices
+from cascade_core.trace import pi_is_q_or_p
 
-from .quality import exact_match, rouge_l, target_nll, target_probabilities
+from .quality import exact_match, rouge_l, target_nll, target_view
 
 TIMING_FIELDS = ("wall_seconds", "cost_ratio", "projected_speedup")
 
@@ -23,7 +25,10 @@ def chain_lane(pair, item, rule, alphas, seed, temperature, max_new_tokens, shar
     """Rows for one (prompt, rule, seed), alphas in increasing order, as a lane of ``stream_lanes``: yields each run
     (a batch row), is sent its finished Trace, and returns the rows. With ``share_prefix`` each run after the first
     resumes from the first token whose decision flips under its alpha (Trace.recolour); position-keyed randomness
-    makes that exact, so its row equals a fresh run's (costs included: see fresh_run_calls)."""
+    makes that exact, so its row equals a fresh run's (costs included: see fresh_run_calls). Only where pi is q or p
+    by position: a token rule's pi at a token both alphas keep moves with alpha (through eta, Eq. 11), and lossy's
+    output with its lenience, so a reused position's TV to the target would be another alpha's; those run afresh."""
+    share_prefix = share_prefix and pi_is_q_or_p(rule)
     rows, previous = [], None
     settings = dict(temperature=temperature, seed=seed, max_new_tokens=max_new_tokens, details=False)
     for alpha in alphas:
@@ -47,15 +52,11 @@ def run_chain(pair, item, rule, alphas, seed, gamma=4, **settings):
     return finish(stream_lanes(pair, [chain_lane(pair, item, rule, alphas, seed, **settings)], gamma=gamma))[0]
 
 
-def projected_speedup(pair, trace, acceptance, gamma):
-    """Explore's projection: the cost model priced with the pair's calls as measured on this machine (once per pair
-    and gamma) and the run's own engine time per block, against target-only decoding; None for a pair that is not
-    priced (the compiled path)."""
-    prices = measured_prices(pair, gamma)
-    if prices is None:
-        return None
-    overhead = trace.stats["overhead_seconds_per_block"] or 0.0
-    return priced_speedup(acceptance, gamma, prices.target, prices.draft, prices.verify, overhead)
+def projected_speedup(pair, trace):
+    """Explore's number for this text: its speed-up over the target alone priced with the pair's calls as measured
+    on this machine (costs.speedup_over_target, once per pair and gamma); None for a pair that is not priced (the
+    compiled path)."""
+    return speedup_over_target(trace.sources, trace.settings["rule"], trace.gamma, run_prices(pair, trace.gamma))
 
 
 def row(pair, item, trace, alpha):
@@ -63,11 +64,7 @@ def row(pair, item, trace, alpha):
     s = trace.settings
     rule, gamma, n = s["rule"], s["gamma"], len(trace.positions)
     target_calls, draft_calls = fresh_run_calls(trace.sources, rule, gamma, s["max_new_tokens"])
-    if rule == "draft":  # the target never ran: score the text with one target pass
-        p_tokens, top1 = target_probabilities(pair, trace.prompt_ids, trace.tokens)
-    else:
-        p_tokens = [pos["p_token"] for pos in trace.positions]
-        top1 = [pos["p_token"] >= pos["max_p"] for pos in trace.positions]
+    p_tokens, top1, tv = target_view(pair, trace)
     cascade = RULES[rule].kind != "baseline"
     acceptance = sum(src in ("accepted", "deferred") for src in trace.sources) / n if cascade and n else None
     return dict(prompt_id=item["prompt_id"], category=item["category"], draft=pair.draft_kind, rule=rule,
@@ -75,7 +72,7 @@ def row(pair, item, trace, alpha):
                 target_calls=target_calls,
                 draft_calls=draft_calls, acceptance_rate=acceptance, deferral_rate=trace.stats["deferral_rate"],
                 wall_seconds=trace.counters["wall_seconds"], cost_ratio=trace.stats["cost_ratio"],
-                projected_speedup=projected_speedup(pair, trace, acceptance, gamma) if cascade and n else None,
-                target_nll=target_nll(p_tokens), target_top1=sum(top1) / n if n else None,
+                projected_speedup=projected_speedup(pair, trace),
+                tv_to_target=tv, target_nll=target_nll(p_tokens), target_top1=sum(top1) / n if n else None,
                 rouge_l=rouge_l(trace.text, item["reference"]), exact_match=exact_match(trace.text, item["answer"]),
                 generated_tokens=trace.stats["new_tokens"])

@@ -42,3 +42,116 @@ def test_at_the_break_even_cost_ratio_a_block_just_pays(a, gamma, verify):
 
 def test_no_cost_ratio_pays_when_the_verification_costs_more_than_a_block_yields():
     assert break_even_cost_ratio(0.38, 4, 5, verify_ratio=2.32) == 0.0
+
+
+# -- one speed-up over the target alone, every view's (issue 64, item 2) --
+
+def priced(pair, trace):
+    """The one function's number for this trace, priced as every view prices it."""
+    from cascade_core.batch import run_prices
+    from cascade_core.costs import speedup_over_target
+    return speedup_over_target(trace.sources, trace.settings["rule"], trace.gamma, run_prices(pair, trace.gamma))
+
+
+def test_the_speedup_over_the_target_alone_is_one_definition():
+    from cascade_core.costs import speedup_at_c, speedup_over_target, with_target_alone
+    from cascade_core.prices import Prices
+    prices = Prices(target=0.04, draft=0.01, verify=0.06, block=5, overhead=0.002)
+    sources = ["accepted", "accepted", "replaced", "target", "deferred", "replaced"]
+    acceptance = 3 / 5  # kept proposals over the positions the draft proposed at (the floor's token is not one)
+    block = 5 * 0.01 + 0.06 + 0.002
+    expected = with_target_alone((1 - acceptance ** 5) / (1 - acceptance) * 0.04 / block, 1 / 6)
+    assert speedup_over_target(sources, "v3", 4, prices) == pytest.approx(expected)
+    assert speedup_over_target(sources, "target", 4, prices) == 1.0
+    assert speedup_over_target(["draft"] * 3, "draft", 4, prices) == pytest.approx(4.0)  # 1 / c
+    assert speedup_over_target(sources, "v3", 4, None) is None  # nothing prices it (the compiled path)
+    # the hypothetical figure, at a c the user sets: Leviathan et al.'s estimate with g + 1 draft calls per block
+    assert speedup_at_c(sources, "v3", 4, 0.3) == pytest.approx(
+        with_target_alone(expected_speedup(acceptance, 4, 0.3, 5), 1 / 6))
+
+
+def test_every_view_shows_the_one_functions_number(tiny64):
+    """Explore's sentence, Compare's row, the Trade-off's point (a sweep row's), Strategies' lane and the lessons'
+    table (row_stats) all read costs.speedup_over_target for the same text, priced with the pair's measured calls."""
+    from app.compare import row_stats
+    from app.explore_views import Run, stats_view
+    from cascade_core.batch import run_prices
+    from cascade_core.strategies import lane
+    from sweeps.chain import row
+    from sweeps.figures import points
+    from sweeps.report import summarise
+    trace = generate(tiny64, "Once", rule="v3", alpha=0.5, gamma=4, seed=2, max_new_tokens=20)
+    number = priced(tiny64, trace)
+    assert number is not None and number != 1.0
+    prices = run_prices(tiny64, trace.gamma)
+    _, explore = stats_view(Run(trace, "tiny", prices), round(prices.c, 2))
+    assert f"on this machine: {number:.2f}×" in explore and "set by you" not in explore  # c at the draft's own
+    assert row_stats(tiny64, trace)["speedup"] == number  # Compare, and the lessons' tables
+    assert row_stats(tiny64, trace)["c"] == prices.c  # each draft's own measured c, not a slider's
+    item = dict(prompt_id="0", category=None, reference=None, answer=None)
+    sweep_row = row(tiny64, item, trace, 0.5)
+    assert sweep_row["projected_speedup"] == number
+    assert points(summarise([sweep_row]), "speedup", "tv_to_target", 0.25)[0]["x"] == pytest.approx(number)
+    assert lane("speculative cascade", [trace], pair=tiny64)["totals"]["speedup"] == number  # Strategies
+
+
+def test_a_hypothetical_c_is_shown_only_where_the_user_sets_it(tiny64):
+    from app.explore_views import Run, stats_view
+    from cascade_core.batch import run_prices
+    trace = generate(tiny64, "Once", rule="v3", alpha=0.5, gamma=4, seed=2, max_new_tokens=20)
+    prices = run_prices(tiny64, trace.gamma)
+    moved = round(prices.c, 2) + 0.1
+    _, text = stats_view(Run(trace, "tiny", prices), moved)
+    assert f"At c = {moved:.2f}, set by you" in text and f"on this machine: {priced(tiny64, trace):.2f}×" in text
+
+
+def test_cs_slider_starts_at_the_default_drafts_measured_c():
+    from app.explore import DEFAULT_COST_RATIO, ExploreHandlers
+    from app.pairs import PairCache
+    from cascade_core.batch import run_prices
+    from cascade_core.models import with_draft
+    from cascade_core.prices import measured_c
+    handlers = ExploreHandlers(PairCache(), "tiny")
+    assert handlers.default_cost_ratio() == DEFAULT_COST_RATIO  # nothing loaded or measured yet
+    pair = handlers.pairs.get(with_draft("tiny", handlers.default_draft))
+    run_prices(pair, 4)
+    c = measured_c(pair)
+    assert c == pytest.approx(pair.prices[("draft", 1)] / pair.prices[("target", 1)])
+    assert handlers.default_cost_ratio() == min(max(round(c, 2), 0.01), 1.0)
+
+
+def test_the_engines_clock_leaves_out_a_readers_time(tiny64):
+    """Timed views compare the engine's own seconds (its calls and work), not the wall, which counts the time the
+    page holds the stream between blocks."""
+    import time
+    from cascade_core import stream
+    blocks = 0
+    for trace in stream(tiny64, "Once", rule="v3", alpha=0.5, gamma=2, seed=1, max_new_tokens=12):
+        blocks += 1
+        time.sleep(0.1)  # a reader (the page's streaming and redraw) holding the stream
+    stats = trace.stats
+    assert 0 < stats["engine_seconds"] <= stats["wall_seconds"] - 0.1 * (blocks - 2)
+
+
+def timed(rates):
+    """Fake timed runs: per repeat, traces whose engine wrote 48 tokens at these rates."""
+    from types import SimpleNamespace
+    return [[SimpleNamespace(stats=dict(new_tokens=48, engine_seconds=48 / r)) for r in repeat] for repeat in rates]
+
+
+def test_a_timed_verdict_says_when_its_repeats_disagree():
+    from types import SimpleNamespace
+    from app.lessons import LESSONS
+    why = next(lesson for lesson in LESSONS if lesson.doubt and lesson.look.__name__ == "look_for_why")
+    agree, split = timed([[10, 12, 14]] * 3), timed([[10, 12, 14], [10, 15, 14], [10, 12, 14]])
+    cascade = why.answers[0].text  # the cascade (run 2) fastest by the median in both
+    assert why.held(None, agree) == why.held(None, split) == 0
+    assert "disagree" not in why.reveal(cascade, None, agree)
+    assert "The 3 repeats disagree on which finished first" in why.reveal(cascade, None, split)
+    paid = next(lesson for lesson in LESSONS if lesson.doubt and lesson.look.__name__ == "look_for_timed")
+    pairs = [SimpleNamespace(draft_kind=kind, drafting=SimpleNamespace(label=label))
+             for kind, label in (("model", "draft model"), ("model", "draft model"), ("head", "EAGLE-3 head"))]
+    split = timed([[10, 9, 12], [10, 11, 12], [10, 9, 12]])  # the head always faster, the model once
+    assert paid.held(pairs, split) == 1  # the head only, by the median
+    assert "disagree on whether the cascade with the draft model beat the target alone" in paid.reveal(
+        paid.answers[1].text, pairs, split)

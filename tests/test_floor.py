@@ -1,12 +1,13 @@
 """gamma "auto"'s floor: a lossless row whose best block the cost model prices slower than the target alone takes the
 target's own token (source "target"), exact because lossless's pi is p; every PROBE_EVERY-th block drafts again.
-Pinned against the naive reference loops (draft model and head), a chi-square, batch == solo and the replay."""
+Pinned against the naive reference loops (draft model and head), a chi-square and batch == solo (its replay:
+tests/test_replay.py)."""
 from dataclasses import replace
 
 import pytest
 import torch
 
-from cascade_core import generate, generate_batch, replay_block
+from cascade_core import generate, generate_batch
 from cascade_core.batch import PROBE_EVERY, floored
 from cascade_core.costs import fresh_run_calls
 from cascade_core.models import tiny_pair
@@ -124,14 +125,9 @@ def test_a_floored_row_in_a_batch_is_its_solo_run(tiny64):
     assert "target" in batched[0].sources and "target" in batched[2].sources
 
 
-def test_a_floor_block_is_not_replayed_but_said(tiny64):
-    pair = dear(tiny64)
-    with pytest.raises(ValueError, match='block 0 is gamma "auto"\'s floor: the target sampled its token alone'):
-        replay_block(pair, prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20, block=0)
-
-
 def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     from app.viz.stats import speedup_markdown, stats_markdown
+    from cascade_core.prices import Prices
     from app.viz.tokens import explain, inspector_html, legend_html, tokens_html, tooltip
     from cascade_core.costs import with_target_alone
 
@@ -149,7 +145,7 @@ def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     assert "gamma auto&#x27;s floor" in legend_html(regenerates=False, sources=set(trace.sources))
     assert "target-only" not in legend_html(regenerates=False, sources={"accepted", "replaced"})
     assert "target only, block" in inspector_html(i, trace.positions[i], "", "", "lossless")
-    assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup_markdown(s, "auto", 0.1, 1.0, block_gamma=1)
+    assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup_markdown(s, "auto", Prices(0.04, 0.01, 0.05, 2), 1.0, block_gamma=1)
     assert with_target_alone(2.0, 0.0) == 2.0 and with_target_alone(2.0, 1.0) == 1.0
     assert abs(with_target_alone(2.0, 0.5) - 1 / (0.5 + 0.25)) < 1e-12
 

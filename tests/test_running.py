@@ -161,9 +161,9 @@ def test_batches_lanes_and_strategies_share_with_solo_runs(tiny64):
     quiet = finish(strategy_steps(tiny64, "Hello", STRATEGY, 0.6, batches=batches))
     assert all(lane["totals"]["rows_of_other_calls"] == 0 for lane in quiet) and "Other" not in done_text(quiet)
     names = [lane["name"] for lane in strategies if lane["totals"]]
-    assert names == ["cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
+    assert names == ["target alone", "cascade", "speculative decoding", "speculative cascade", "sequential cascade"]
     solo = generate(tiny64, "Hello", rule="v3", alpha=0.5, seed=0, max_new_tokens=20, gamma=3)
-    assert [lane["text"] for lane in strategies][2:] == [solo.text, solo.text]
+    assert [lane["text"] for lane in strategies][3:] == [solo.text, solo.text]
     same_as_solo(tiny64, alone, "Why", "chow", 0.4, 9, 30, 3)
 
 

@@ -68,10 +68,10 @@ def test_compare_with_a_head_runs_every_row_but_draft_only_and_says_why(client, 
     assert traces[2]["tokens"] == generate(head_pair, "The cat", rule="lossless", gamma=3, temperature=0.7,
                                            max_new_tokens=8).tokens
     cells = ["v3", 0.5, "draft", 0.0, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
-    *_, (kept, _, _, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, 0.25, *cells)
+    *_, (kept, _, _, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, *cells)
     assert len(kept) == 1 and status.startswith("Done: 1 rows. Not run: row 2 (draft) needs a draft that runs alone")
     with pytest.warns(UserWarning, match="row 1 \\(draft\\) needs a draft that runs alone"):
-        list(CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, 0.25, "draft", 0.0))
+        list(CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, "draft", 0.0))
 
 
 def test_compare_with_each_draft_runs_every_row_with_both_side_by_side(client):
@@ -86,8 +86,7 @@ def test_compare_with_each_draft_runs_every_row_with_both_side_by_side(client):
                         alpha=t["settings"]["alpha"], gamma=3, temperature=0.7, max_new_tokens=8)
         assert t["tokens"] == solo.tokens and t["sources"] == solo.sources
     cells = ["v3", 0.5, "lossless", 0.0, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
-    *_, (runs, html, stats, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "each", 3, 1.0, 0, 8, 0.25,
-                                                                                 *cells)
+    *_, (runs, html, stats, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "each", 3, 1.0, 0, 8, *cells)
     assert status == "Done: 4 rows." and "| v3 alpha 0.5, head draft |" in stats
     assert [row.name for row, _ in runs] == ["v3 alpha 0.5, model draft", "v3 alpha 0.5, head draft",
                                              "lossless, model draft", "lossless, head draft"]
@@ -99,27 +98,29 @@ def test_compare_with_each_draft_runs_every_row_with_both_side_by_side(client):
 
 def test_strategies_with_a_head_say_which_need_the_draft_alone_and_run_the_rest(client):
     lanes = strict(client.predict(prompt="The cat", draft="head", gamma=3, max_new_tokens=12, api_name="/strategies"))
-    assert [lane["name"] for lane in lanes] == ["cascade", "speculative decoding", "speculative cascade",
-                                                "sequential cascade"]
-    assert [lane["totals"] is None for lane in lanes] == [True, False, False, True]
-    assert "the cascade lets the draft answer alone" in lanes[0]["skipped"]
-    assert "calls the target only where the rule defers" in lanes[3]["skipped"]
-    assert lanes[2]["totals"]["tokens"] == 12
+    assert [lane["name"] for lane in lanes] == ["target alone", "cascade", "speculative decoding",
+                                                "speculative cascade", "sequential cascade"]
+    assert [lane["totals"] is None for lane in lanes] == [False, True, False, False, True]
+    assert "the cascade lets the draft answer alone" in lanes[1]["skipped"]
+    assert "calls the target only where the rule defers" in lanes[4]["skipped"]
+    assert lanes[3]["totals"]["tokens"] == 12
+    assert lanes[0]["totals"]["speedup"] == 1.0 and lanes[3]["totals"]["speedup"] > 0  # every tab's number
     *_, (figure, texts, status) = StrategiesHandlers(PairCache(), "tiny").run("Hello", "head", "v3", 0.5, 0.6, 3,
                                                                              0.7, 0, 8)
     assert "Not run with an EAGLE-3 head" in status and texts.count("Not run:") == 2
-    assert len(figure.layout.annotations) == 4
+    assert len(figure.layout.annotations) == 5
 
 
 def test_strategies_api_lanes(client):
     lanes = strict(client.predict(prompt="The cat", rule="chow", alpha=0.5, threshold=1.0, max_new_tokens=20,
                                   api_name="/strategies"))
-    assert [lane["name"] for lane in lanes] == ["cascade", "speculative decoding", "speculative cascade",
-                                                "sequential cascade"]
-    assert lanes[2]["text"] == lanes[3]["text"]  # the same tokens, another cost
-    assert lanes[0]["totals"]["deferred"]  # no draft is that sure: the target answered again
+    assert [lane["name"] for lane in lanes] == ["target alone", "cascade", "speculative decoding",
+                                                "speculative cascade", "sequential cascade"]
+    assert lanes[3]["text"] == lanes[4]["text"]  # the same tokens, another cost
+    assert lanes[1]["totals"]["deferred"]  # no draft is that sure: the target answered again
     assert all(0 <= start <= end <= lane["totals"]["seconds"] + 1e-6 for lane in lanes for _, start, end in lane["calls"])
-    assert lanes[3]["totals"]["target_calls"] < lanes[3]["totals"]["tokens"]  # chow calls p only where it defers
+    assert all(0 < lane["totals"]["engine_seconds"] <= lane["totals"]["seconds"] for lane in lanes)
+    assert lanes[4]["totals"]["target_calls"] < lanes[4]["totals"]["tokens"]  # chow calls p only where it defers
 
 
 @pytest.mark.parametrize("api, args, message", [
@@ -142,7 +143,7 @@ def test_bad_input_in_every_tab_names_its_field(client, api, args, message):
 def test_compare_streams_rows_and_opens_one_in_explore(tiny):
     handlers = CompareHandlers(PairCache(), "tiny")
     cells = ["v3", 0.5, "chow", 0.3, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
-    views = list(handlers.run("Hello", "model", 4, 1.0, 0, 20, 0.25, *cells))
+    views = list(handlers.run("Hello", "model", 4, 1.0, 0, 20, *cells))
     runs, rows_html, stats, status = views[-1]
     traces = [trace for _, trace in runs]
     assert status == "Done: 2 rows."
@@ -159,19 +160,26 @@ def test_compare_streams_rows_and_opens_one_in_explore(tiny):
 def test_sandbox_loads_a_position_of_the_explore_run():
     from app.explore import ExploreHandlers
 
-    run = run_to_end(ExploreHandlers(PairCache(), "tiny")).run
+    explore = ExploreHandlers(PairCache(), "tiny")
+    run = run_to_end(explore, alpha=0.7).run
     values = SandboxHandlers.load(run, 3)
-    labels, q, p, loaded = values[:SIZE], values[SIZE:2 * SIZE], values[2 * SIZE:3 * SIZE], values[-1]
+    labels, q, p, loaded = values[:SIZE], values[SIZE:2 * SIZE], values[2 * SIZE:3 * SIZE], values[3 * SIZE]
+    rule, alpha, rule_text = values[3 * SIZE + 1:]
+    assert (rule, alpha["value"]) == ("v3", 0.7) and "Eq. (15)" in rule_text  # the run's rule and alpha, not 0.5
     assert labels[-1] == REST and abs(sum(q) - 1) < 1e-6 and abs(sum(p) - 1) < 1e-6
     assert labels[0] == run.trace.positions[3]["proposal_text"]
     assert (labels, q, p) == tuple(map(list, top_tokens(run.trace.positions[3])[:3]))
-    figure, text, timing = SandboxHandlers.update_loaded(loaded, "v3", 0.5, *values[:-1])
+    assert SandboxHandlers.stale(run, loaded) == "" and SandboxHandlers.stale(run, None) == ""
+    # Explore runs again: the position loaded is marked as the run before's
+    assert "run before" in SandboxHandlers.stale(run_to_end(explore, prompt="Another prompt").run, loaded)
+    values = values[:3 * SIZE]
+    figure, text, timing = SandboxHandlers.update_loaded(loaded, rule, alpha["value"], *values)
     assert figure.data and "accepted set A" in text and "ms on the server" in timing
     words = html.unescape(text)
     assert "Loaded from Explore's run, token #3" in words and "T = 1;" in words and "not the run's" not in words
     assert "The engine kept the proposal with probability" in words  # the run's own rule and alpha
     assert REST not in text.split("accepted set A")[1].split(")")[0]  # the rest is never in the accepted set
-    moved = SandboxHandlers.update_loaded(loaded, "v3", 0.5, *labels, *[q[0] + 0.1] + q[1:], *p)[1]
+    moved = SandboxHandlers.update_loaded(loaded, rule, alpha["value"], *labels, *[q[0] + 0.1] + q[1:], *p)[1]
     assert "Loaded from" not in moved  # the user's own numbers now: the rest is one token like the others
 
 
@@ -242,4 +250,4 @@ def test_the_frontier_and_the_lanes_are_drawn_as_they_finish():
     assert len(drawn) >= 2 and drawn == sorted(drawn) and not views[-1][3].startswith("Placing")
     views = list(StrategiesHandlers(PairCache(), "tiny").run("Hello", "model", "v3", 0.5, 0.6, 2, 1.0, 0, 12))
     lanes = [v[1].count('class="lane"') for v in views[:-1] if isinstance(v[1], str)]
-    assert lanes == [1, 2, 3] and views[-1][1].count('class="lane"') == 4
+    assert lanes == [1, 2, 3, 4] and views[-1][1].count('class="lane"') == 5

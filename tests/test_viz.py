@@ -185,21 +185,23 @@ def test_stats_and_speedup_markdown(trace):
                         f"{trace.stats['tokens_per_target_call']:.2f} tokens per target call · the target alone here: "
                         "at most 12.5 tokens/s (its measured one-token call, the engine's work aside)")
     assert "the target alone here: at most – tokens/s" in text.splitlines()[0]
-    assert "2.00×" in speedup_markdown(trace.stats, 4, 0.1, 2.0, None)
+    assert "not priced" in speedup_markdown(trace.stats, 4)
     from cascade_core.prices import Prices
 
-    prices = Prices(target=0.080, draft=0.008, verify=0.100, block=5)
-    measured = speedup_markdown({**trace.stats, "overhead_seconds_per_block": 0.012}, 4, 0.1, 2.0, prices, 1.25)
+    prices = Prices(target=0.080, draft=0.008, verify=0.100, block=5, overhead=0.012)
+    measured = speedup_markdown(trace.stats, 4, prices, 1.25)
     assert "on this machine: 1.25×" in measured and "c = 0.10" in measured and "1.25 target tokens" in measured
     assert "a target token 80 ms, a draft call 8.0 ms, the verification 100 ms" in measured
     assert "12 ms of the engine's own work" in measured
-    tiny = speedup_markdown({**trace.stats, "overhead_seconds_per_block": 0.00063}, 4, 0.1, 2.0,
-                            Prices(target=0.0004, draft=0.0003, verify=0.00112, block=5), 0.3)
+    tiny = speedup_markdown(trace.stats, 4, Prices(target=0.0004, draft=0.0003, verify=0.00112, block=5,
+                                                   overhead=0.00063), 0.3)
     assert "0.63 ms of the engine's own work" in tiny
     assert "a target token 0.40 ms, a draft call 0.30 ms, the verification 1.1 ms" in tiny  # not "0 ms"
-    assert "At the slider's c = 0.10" in measured and "2.00×" in measured
-    assert "gamma auto (mostly 2)" in speedup_markdown(trace.stats, "auto", 0.1, 2.0, prices, 1.25, 2)
-    assert "–" in speedup_markdown(trace.stats, 4, 0.1, None, None)
+    assert "set by you" not in measured  # a hypothetical c only where the user set one
+    hypothetical = speedup_markdown(trace.stats, 4, prices, 1.25, cost_ratio=0.3, at_c=2.0)
+    assert "At c = 0.30, set by you" in hypothetical and "2.00×" in hypothetical
+    assert "gamma auto (mostly 2)" in speedup_markdown(trace.stats, "auto", prices, 1.25, 2)
+    assert "–" in speedup_markdown(None, 4)
 
 
 def test_a_running_answer_only_grows_so_the_page_streams_what_was_appended():
@@ -232,3 +234,38 @@ def test_the_step_figure_draws_an_infinite_statistic_above_the_rest():
     fig = figures.step_figure(positions, ["accepted", "deferred"], "judge", 2.0)
     marked = [t for t in fig.data if t.name == "KL(q || p) = inf"]
     assert len(marked) == 1 and list(marked[0].x) == [1] and marked[0].y[0] > 2.0
+
+
+def test_explores_tokens_are_reached_by_keyboard_and_special_tokens_are_a_mark():
+    """One token in the page's Tab order (the selected one, else the first), the others -1 (the arrow keys reach
+    them); a special token (<|im_end|>) keeps its card and its place but shows no text."""
+    positions = [position("a"), position("<|im_end|>", token=7)]
+    answer = tokens_html(positions, ["accepted"] * 2, "v3", focusable=True, special={7})
+    assert 'data-pos="0" tabindex="0"' in answer and 'data-pos="1" tabindex="-1"' in answer
+    assert 'class="tok accepted special" data-pos="1"' in answer
+    assert "&lt;|im_end|&gt;</span>" not in answer and "#1 &#x27;&lt;|im_end|&gt;&#x27;" in answer  # in its card
+    selected = tokens_html(positions, ["accepted"] * 2, "v3", focusable=True, selected=1)
+    assert 'class="tok accepted selected" data-pos="1" tabindex="0"' in selected
+    assert "tabindex" not in tokens_html(positions, ["accepted"] * 2, "v3")  # Compare's and the lanes' rows
+
+
+def test_tokens_whose_decision_flips_are_outlined_among_the_greyed():
+    html_ = tokens_html([position("a"), position("b"), position("c")], ["accepted"] * 3, "v3", first_changed=1,
+                        decides={2})
+    assert 'class="tok will-change flip" data-pos="1"' in html_
+    assert 'class="tok will-change decided-otherwise" data-pos="2"' in html_
+    assert "decided otherwise" in legend_html() and "decided otherwise" not in legend_html(regenerates=False)
+
+
+def test_the_step_figures_hover_reads_one_position(trace):
+    """The hover is one x at a time ("x unified"), each trace answering with its point nearest that x: the
+    provenance markers (a trace each, with gaps) say nothing, and one trace over every position says its statistic
+    and provenance, so that no line of a hover is a neighbour's."""
+    sources, _ = trace.recolour("v3", 0.3)
+    fig = figures.step_figure(trace.positions, sources, "v3", 0.3)
+    hovered = [t for t in fig.data if t.hoverinfo != "skip"]
+    assert all(len(t.x) == len(trace.positions) for t in hovered)
+    said = next(t for t in hovered if t.name == "p(x)")
+    assert [row[2] for row in said.customdata] == [s for s in sources]
+    assert [row[1] for row in said.customdata][:3] == [number(pos["p_x"]) for pos in trace.positions[:3]]
+    assert all(t.hoverinfo == "skip" for t in fig.data if t.name.startswith("p(x), "))

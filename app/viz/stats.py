@@ -40,28 +40,29 @@ def stats_markdown(stats, caption="", pair="", target_alone=None):
     return "\n".join(lines)
 
 
-def speedup_markdown(stats, gamma, cost_ratio, at_c, prices=None, priced=None, block_gamma=None):
-    """The cost model's speed-up priced with the calls measured on this machine (once the run has finished), and at
-    the slider's c with a verification priced as one target token (Leviathan et al.'s (2023) estimate, with this
-    engine's g + 1 draft calls per block)."""
+def speedup_markdown(stats, gamma, prices=None, priced=None, block_gamma=None, cost_ratio=None, at_c=None):
+    """The speed-up over the target alone priced with the calls measured on this machine (costs.speedup_over_target,
+    once the run has finished: ``priced`` with ``prices``), and, only where the user set c (``at_c`` at
+    ``cost_ratio``), Leviathan et al.'s (2023) estimate at that c, marked as a hypothetical."""
     if stats is None:
-        return "**Projected speed-up:** – (run the cascade: its acceptance rate prices it)"
-    if at_c is None:
-        return "**Projected speed-up:** – (a baseline run has no acceptance rate)"
+        return "**Speed-up over the target alone:** – (run the cascade: its acceptance rate prices it)"
+    hypothetical = "" if at_c is None else (
+        f" At c = {cost_ratio:.2f}, set by you (a hypothetical draft, not this one: Leviathan et al.'s (2023) "
+        f"estimate, a verification priced as one target token, no engine work): {at_c:.2f}×.")
+    if priced is None:
+        return (f"**Speed-up over the target alone:** – (not priced: no measured calls for this pair or run)."
+                + hypothetical)
+    if prices is None or stats.get("acceptance_rate") is None:  # a baseline: the target alone, or the draft alone
+        return (f"**Speed-up over the target alone on this machine: {priced:.2f}×** (a baseline: no blocks)."
+                + hypothetical)
     g = block_gamma if block_gamma is not None else gamma
-    overhead = stats.get("overhead_seconds_per_block") or 0.0
     chosen = f"gamma auto (mostly {g})" if gamma == "auto" else f"gamma {g}"
     if stats.get("target"):
         chosen += f", {stats['target_alone_share']:.0%} of the tokens the target's own at one target call each"
-    acceptance = number(stats["acceptance_rate"], 2)
-    at_slider = (f"the slider's c = {cost_ratio:.2f}, a verification priced as one target token (Leviathan et al.'s "
-                 f"(2023) estimate, {g + 1} draft calls per block): {at_c:.2f}×")
-    if priced is None:
-        return (f"**Projected speed-up over target-only decoding: {at_c:.2f}×** (acceptance {acceptance}, {chosen}, "
-                f"at {at_slider})")
-    return (f"**Projected speed-up over target-only on this machine: {priced:.2f}×** (acceptance {acceptance}, "
-            f"{chosen}: a block is {g + 1} draft calls at c = {prices.c:.2f}, one verification of {prices.block} "
-            f"tokens costing {prices.verify_ratio:.2f} target tokens and {milliseconds(overhead)} of the engine's own "
-            f"work; measured on this pair: a target token {milliseconds(prices.target)}, a draft call "
-            f"{milliseconds(prices.draft)}, the verification {milliseconds(prices.verify)}; the engine's work in this "
-            f"run). At {at_slider}.")
+    return (f"**Speed-up over the target alone on this machine: {priced:.2f}×** (acceptance "
+            f"{number(stats['acceptance_rate'], 2)}, {chosen}: a block is {g + 1} draft calls at this draft's measured "
+            f"c = {prices.c:.2f}, one verification of {prices.block} tokens costing {prices.verify_ratio:.2f} target "
+            f"tokens and {milliseconds(prices.overhead)} of the engine's own work; measured on this pair: a target "
+            f"token {milliseconds(prices.target)}, a draft call {milliseconds(prices.draft)}, the verification "
+            f"{milliseconds(prices.verify)}); Compare, the Trade-off and Strategies price a text the same way)."
+            + hypothetical)

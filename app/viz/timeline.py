@@ -11,7 +11,8 @@ ROLE_COLOURS = {"draft": COLOURS["accepted"], "target": COLOURS["replaced"], "dr
 
 
 def lanes_figure(lanes):
-    """Horizontal bars: y = strategy, x = seconds since the prompt was sent."""
+    """Horizontal bars: y = strategy, x = seconds since the prompt was sent (each call where it ran; the gaps between
+    blocks include the time the page took the stream), each lane labelled with its engine's-clock seconds."""
     fig = go.Figure()
     names = [lane["name"] for lane in lanes]
     fig.add_trace(go.Scatter(x=[0] * len(names), y=names, mode="markers", marker=dict(opacity=0), showlegend=False,
@@ -25,8 +26,9 @@ def lanes_figure(lanes):
                                  hovertemplate="%{y}: " + role + " call from %{base:.3f} s, %{x:.3f} s<extra></extra>"))
     for lane in lanes:
         ran = lane["totals"] is not None
-        fig.add_annotation(x=lane["totals"]["seconds"] if ran else 0, y=lane["name"], showarrow=False, xanchor="left",
-                           text=f" {lane['totals']['seconds']:.2f} s" if ran else " not run: it needs the draft alone",
+        fig.add_annotation(x=max((end for _, _, end in lane["calls"]), default=0), y=lane["name"], showarrow=False,
+                           xanchor="left", text=f" {lane['totals']['engine_seconds']:.2f} s on the engine's clock" if ran
+                           else " not run: it needs the draft alone",
                            font=dict(size=12, color=None if ran else "#666"))
     fig.update_layout(barmode="overlay", height=110 + 70 * len(lanes), bargap=0.35,
                       title=dict(text="Every draft and target call, on one clock", font=dict(size=14)),
@@ -49,7 +51,11 @@ def lanes_html(lanes, rule):
         if "confidence" in t:
             extra = (f"; mean max q {t['confidence']:.2f} {'<' if t['deferred'] else '>='} threshold "
                      f"{t['threshold']:.2f}: {'the target answered again' if t['deferred'] else 'the draft answer stands'}")
-        parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4><p class="totals">{t["seconds"]:.2f} s, '
-                     f"{t['tokens']} tokens, {t['target_calls']} target calls, {t['draft_calls']} draft calls"
-                     f"{html.escape(extra)}</p>{tokens_html(lane['positions'], lane['sources'], rule)}</div>")
+        speedup = "" if t.get("speedup") is None else (
+            f'; speed-up over the target alone <span class="lane-speedup">{t["speedup"]:.2f}×</span> (priced with this '
+            "machine's measured calls, as Explore and Compare price it)")
+        parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4><p class="totals">{t["engine_seconds"]:.2f} s '
+                     f"on the engine's clock ({t['seconds']:.2f} s on the wall), {t['tokens']} tokens, {t['target_calls']} target calls, "
+                     f"{t['draft_calls']} draft calls{html.escape(extra)}{speedup}</p>"
+                     f"{tokens_html(lane['positions'], lane['sources'], rule)}</div>")
     return "".join(parts)
