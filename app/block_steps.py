@@ -8,7 +8,7 @@ import gradio as gr
 from cascade_core import replay_steps
 
 from .options import GENERATING, INSTANT
-from .viz.block import STAGES, block_html
+from .viz.block import block_html, stages
 from .worker import ENGINE
 
 DIVERGED = ("This replay, decoded alone, parts from the run on the page in this block: a decision there sat within "
@@ -42,7 +42,7 @@ def step_block(shown, step, move):
     """Next (move 1) or Back (-1) through the opened block's stages. Outputs: the stage, the view."""
     if shown is None:
         return 1, block_html()
-    step = max(1, min(len(STAGES), step + move))
+    step = max(1, min(len(stages(shown[0])), step + move))
     return step, block_html(shown[0], step, shown[1])
 
 

@@ -95,11 +95,10 @@ def block_in_full(row, proposal, p_logits, uniforms):
     """Every number one row's block decided on, for a replay (cascade_core/replay.py): per proposal up to the first
     rejection, q(x_j), p(x_j) and pi_j(x_j) (tempered: what the rule and the verification read), the keep
     probability and the uniform it was compared with; at the rejection, the residual norm(max(0, pi_j - q_j)) and
-    the uniform its sample read. The same function of the same inputs as ``cascade_block``, so the same verdict."""
+    the uniform its sample read. The same function of the same inputs as ``cascade_block``, so the same verdict.
+    gamma "auto"'s floor (no proposal): ``target_alone_in_full``."""
     if proposal is None:
-        raise ValueError(f"block {row.counters['target_calls'] - 1} is gamma \"auto\"'s floor: the target sampled its "
-                         "token alone (no block length paid at the row's acceptance), so no proposal was verified "
-                         "there; replay another block, or run a fixed gamma")
+        return target_alone_in_full(row, p_logits, uniforms)
     settings, x = row.settings, proposal.tokens
     d, verdict = verified(row, proposal, p_logits, uniforms)
     xs = torch.tensor(x, device=d.q.device)
@@ -113,6 +112,7 @@ def block_in_full(row, proposal, p_logits, uniforms):
     positions = [dict(token=x[j], text=texts[j], kept=j < verdict.kept, **{k: v[j] for k, v in columns.items()})
                  for j in range(checked)]
     full = dict(positions=positions, discarded=x[checked:], correction=None, residual_top=[], residual_uniform=None,
+                target_alone=None,
                 # what the draft and the target had computed for them when the block ended
                 discarded_detail=[dict(token=x[j], text=texts[j], q=columns["q"][j], p=columns["p"][j])
                                   for j in range(checked, len(x))])
@@ -128,3 +128,16 @@ def block_in_full(row, proposal, p_logits, uniforms):
                                   for t, n, pr in zip(top_ids.tolist(), names, top_p.tolist())],
                     residual_uniform=float(uniforms[j, RESIDUAL]))
     return full
+
+
+def target_alone_in_full(row, p_logits, uniforms):
+    """gamma "auto"'s floor's block for a replay: nothing proposed, and the target's own token (``target_sample``'s
+    very draw) with its tempered p, the target's mass on the tokens before it (its bin in p's CDF is [below,
+    below + p)) and the draft uniform u that fell in that bin."""
+    block, _ = target_sample(row, p_logits, uniforms, "target")
+    token, p = block.tokens[0], block.d.p[0].to(torch.float64)
+    total = p.sum()
+    alone = dict(token=token, text=row.trace.detokenizer.singles([token])[0], p=float(p[token] / total),
+                 below=float(p[:token].sum() / total), uniform=float(uniforms[0, DRAFT]))
+    return dict(positions=[], discarded=[], discarded_detail=[], correction=None, residual_top=[],
+                residual_uniform=None, target_alone=alone)

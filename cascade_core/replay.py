@@ -8,11 +8,20 @@ result is strict JSON's material: per proposal up to the first rejection its q, 
 probability min(1, pi / q) (lossy: its lenient form) and the uniform compared with it; the correction and its
 residual's top tokens; the proposals discarded unseen; what both caches keep; and the tokens the run emitted
 from the block (the kept proposals and the correction, cut where the run ended: end-of-text, a stop).
+
+Every block replays, so the blocks of a run, concatenated, are its tokens. A block gamma "auto"'s floor took
+(source "target": cascade_core/batch.py's ``floored``) proposed nothing: its replay has no positions, and its
+``target_alone`` holds the target's own token, its tempered p, its bin's lower edge in p's CDF (``below``), the
+draft uniform the draw read, and the reason in one sentence (``target_alone`` is None in every other block).
 """
 from .engine import decode, finish
 from .rows import start_row
 from .rules import RULES
 from .settings import RunSettings, whole_number
+
+FLOOR_REASON = ("gamma \"auto\"'s floor had the target sample this token alone: at the acceptance estimated so far "
+                "(a prior, updated by the run's own proposals), every block length was priced slower than the target "
+                "alone, and lossless's pi is p, so the target's own sample is exact.")
 
 
 def check_replayable(settings, block, position):
@@ -68,6 +77,9 @@ def replayed(pair, row):
     index = trace.positions[-1]["block"]
     emitted = [i for i, pos in enumerate(trace.positions) if pos["block"] == index]
     read, kept = len(full["positions"]) + len(full["discarded"]), len(full["positions"])
+    if full["target_alone"] is not None:  # the floor: the target read [last] alone and keeps it
+        full["target_alone"] = dict(full["target_alone"], reason=FLOOR_REASON)
+        read, kept = 1, 1
     full.update(block=index, start=emitted[0],
                 emitted=[trace.positions[i]["token"] for i in emitted],
                 emitted_text=[trace.positions[i]["text"] for i in emitted],

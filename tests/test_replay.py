@@ -1,16 +1,18 @@
 """A block replayed (cascade_core/replay.py, the app's /block) is the run's own block: its kept proposals and
 correction are the run's tokens of that block, each keep test is uniform < min(1, pi / q) with the position's own
 uniform, and at temperature 1 its q and p are the trace's numbers. For every rule, both drafts, gamma 1 to 8 and
-auto, temperature 0 and 1."""
+auto, temperature 0 and 1. A block gamma "auto"'s floor took replays too, as the target's own token, so the blocks of
+a run, concatenated, are its tokens."""
 import json
 
 import pytest
 
 from cascade_core import generate
-from cascade_core.replay import replay_block
+from cascade_core.replay import FLOOR_REASON, replay_block
 from cascade_core.rules import RULES
-from cascade_core.sampling import ACCEPT, RESIDUAL, position_uniforms
+from cascade_core.sampling import ACCEPT, DRAFT, RESIDUAL, position_uniforms
 from cascade_core.strict_json import dumps
+from test_floor import dear
 from test_head import head_folder, head_pair  # noqa: F401 (fixtures)
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0, "lossy": 0.9,
@@ -36,6 +38,9 @@ def check_replay(replayed, trace, settings):
     assert (replayed["emitted"], replayed["sources"]) == (tokens, sources)
     assert trace.positions[start]["block"] == replayed["block"] and (start == 0 or trace.positions[start - 1]["block"]
                                                                      != replayed["block"])
+    if sources == ["target"]:
+        return check_target_alone(replayed, trace, settings)
+    assert replayed["target_alone"] is None
     kept = [pos["token"] for pos in positions if pos["kept"]]
     correction = replayed["correction"]
     assert kept + ([correction["token"]] if correction else []) == tokens
@@ -74,6 +79,7 @@ def test_a_replayed_block_is_the_runs_block(tiny64, head_pair, rule, draft):  # 
                         max_new_tokens=N, stop_at_eos=False)
         trace = generate(pair, "The cascade", **settings)
         blocks = sorted(b for b, (_, sources) in run_blocks(trace).items() if sources != ["target"])  # drafted ones
+        # (the floor's blocks: test_the_blocks_of_a_run_with_floor_positions_concatenated_are_its_tokens)
         rejected = sorted({pos["block"] for pos in trace.positions if pos["source"] == "replaced"}) or blocks
         for block in {blocks[-1], rejected[i % len(rejected)]}:
             check_replay(replay_block(pair, "The cascade", block=block, **settings), trace, trace.settings)
@@ -118,3 +124,65 @@ def test_a_replay_refuses_in_one_sentence(tiny64, kwargs, says):
 def test_every_rule_has_a_replay_or_a_refusal():
     """The rules the test above covers are every rule that verifies a block."""
     assert set(ALPHA) == {name for name, rule in RULES.items() if rule.kind != "baseline"}
+
+
+def check_target_alone(replayed, trace, settings):
+    """A block gamma "auto"'s floor took: no proposal, the target's own token drawn by inverse CDF with the
+    position's draft uniform (u in the token's bin [below, below + p)), the reason, one slot read and kept."""
+    start, alone = replayed["start"], replayed["target_alone"]
+    assert (replayed["positions"], replayed["discarded"], replayed["correction"]) == ([], [], None)
+    assert alone["token"] == replayed["emitted"][0] == trace.positions[start]["token"]
+    assert alone["uniform"] == float(position_uniforms(settings["seed"], [start])[0, DRAFT])
+    assert alone["below"] <= alone["uniform"] < alone["below"] + alone["p"]
+    if settings["temperature"] == 1.0:  # the tempered p is the trace's temperature-1 one
+        assert alone["p"] == pytest.approx(trace.positions[start]["p_token"], rel=1e-9)
+    assert alone["reason"] == FLOOR_REASON and alone["text"] == trace.positions[start]["text"]
+    assert replayed["caches"] == dict(read=1, kept=1, forgotten=0, next_input=alone["token"])
+    assert json.loads(dumps(replayed))["target_alone"]["token"] == alone["token"]  # strict JSON
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_blocks_of_a_run_with_floor_positions_concatenated_are_its_tokens(tiny64, temperature):
+    """At prices where no block pays (test_floor.dear), lossless gamma "auto" has the target sample most tokens alone
+    and drafts every PROBE_EVERY-th block: every block replays, floor or drafted, and together they are the run."""
+    settings = dict(rule="lossless", alpha=0.0, gamma="auto", temperature=temperature, seed=3, max_new_tokens=40)
+    pair = dear(tiny64)
+    trace = generate(pair, "The cascade", **settings)
+    assert trace.sources.count("target") >= 30 and len(set(trace.sources)) >= 2
+    tokens, sources = [], []
+    for block in range(trace.counters["target_calls"]):
+        replayed = replay_block(pair, "The cascade", block=block, **settings)
+        check_replay(replayed, trace, trace.settings)
+        tokens += replayed["emitted"]
+        sources += replayed["sources"]
+    assert (tokens, sources) == (trace.tokens, trace.sources)
+
+
+def test_a_floor_position_opens_its_one_token_block(tiny64, head_pair):  # noqa: F811
+    """By position too, and with the EAGLE-3 head, whose q reads the target's features the floor passed over."""
+    for pair in (tiny64, head_pair):
+        settings = dict(rule="lossless", alpha=0.0, gamma="auto", temperature=1.0, seed=7, max_new_tokens=20)
+        trace = generate(dear(pair), "The cascade", **settings)
+        for i in (trace.sources.index("target"), next(i for i, s in enumerate(trace.sources) if s != "target")):
+            replayed = replay_block(dear(pair), "The cascade", position=i, **settings)
+            assert replayed["block"] == trace.positions[i]["block"]
+            check_replay(replayed, trace, trace.settings)
+
+
+def test_the_step_through_shows_a_floor_block_in_three_stages(tiny64):
+    """The page's view of such a block: why nothing was proposed, the target's draw with its bin and uniform, the
+    caches; Next stops at its third stage."""
+    from app.block_steps import step_block
+    from app.viz.block import ALONE_STAGES, block_html, stages
+    from app.viz.format import number
+
+    settings = dict(rule="lossless", alpha=0.0, gamma="auto", temperature=1.0, seed=3, max_new_tokens=12)
+    replayed = replay_block(dear(tiny64), "The cascade", block=0, **settings)
+    alone = replayed["target_alone"]
+    assert stages(replayed) == ALONE_STAGES and len(ALONE_STAGES) == 3
+    views = [block_html(replayed, step) for step in (1, 2, 3)]
+    assert "stage 1 of 3" in views[0] and "no proposal" in views[0] and "had the target sample this token alone" \
+        in views[0] and "p(x)" not in views[0]
+    assert f"u = {number(alone['uniform'])}" in views[1] and f"p = {number(alone['p'])}" in views[1]
+    assert "keeps it, forgetting none" in views[2] and "keep test" not in views[2].split("<ol>")[0]
+    assert step_block((replayed, ""), 3, 1) == (3, views[2]) and step_block((replayed, ""), 1, -1)[0] == 1

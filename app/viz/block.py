@@ -1,14 +1,21 @@
 """One block step by step (a replay from cascade_core/replay.py) as HTML: five stages, each press showing one more,
 every number the engine's own. The stages follow docs/spec.md's "One block"; the keep test is the verification of
 speculative sampling (Leviathan et al., 2023; the paper's Algorithm 4 with pi in place of p), the residual
-norm(max(0, pi - q)) what a rejection samples from."""
+norm(max(0, pi - q)) what a rejection samples from. A block gamma "auto"'s floor took (the target's own token, no
+proposal) has three stages of its own: why nothing was proposed, the target's draw, what the caches keep."""
 import html
 
 from .format import number, token_repr
 
 STAGES = ("The draft proposes", "The target scores every proposal in one pass", "Each proposal's keep test",
           "The first rejection", "What both caches keep")
+ALONE_STAGES = ("No proposal", "The target samples its own token", "What both caches keep")
 DRAFTS = {"model": "draft model", "head": "EAGLE-3 head"}
+
+
+def stages(replay):
+    """A replay's stages: a drafted block's, or those of a block the floor had the target take alone."""
+    return ALONE_STAGES if replay is not None and replay["target_alone"] is not None else STAGES
 
 
 def plural(n, word):
@@ -97,6 +104,45 @@ def residual_bars(replay):
     return f'<div class="residual" aria-label="the residual\'s top tokens">{bars}</div>'
 
 
+def bin_bar(alone):
+    """The target's cumulative distribution as a bar, the token's bin [below, below + p) filled and the uniform u a
+    mark on it: inverse-CDF sampling takes the token whose bin holds u."""
+    below, upper, u = alone["below"], alone["below"] + alone["p"], alone["uniform"]
+    return (f'<span class="keep-bar kept" title="its bin [{number(below)}, {number(upper)}), u = {number(u)}">'
+            f'<span class="keep-fill" style="left:{100 * below:.1f}%;width:{100 * alone["p"]:.1f}%"></span>'
+            f'<span class="keep-mark" style="left:{100 * u:.1f}%"></span></span>'
+            f'<span class="keep-words">{number(below)} ≤ u = {number(u)} &lt; {number(upper)}: '
+            "<strong>sampled</strong></span>")
+
+
+def alone_rows(replay, step):
+    """The floor's one row: no proposal, then (stage 2 on) the target's token, its p and the draw."""
+    alone = replay["target_alone"]
+    cells = [f"#{replay['start']}", "<em>no proposal</em>"]
+    if step >= 2:
+        cells = [f"#{replay['start']}", _token(alone["text"]), number(alone["p"]), bin_bar(alone)]
+    head = ["", "target's token", "p(x)", "its bin in p's CDF"] if step >= 2 else ["", "proposal"]
+    return ('<table class="block-table"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr><tr>" +
+            "".join(f"<td>{cell}</td>" for cell in cells) + "</tr></table>")
+
+
+def alone_text(replay, step):
+    """What stage ``step`` (1 to 3) of a block the floor took did, in the replay's own numbers."""
+    alone, settings = replay["target_alone"], replay["settings"]
+    if step == 1:
+        return (f"{html.escape(alone['reason'])} The draft proposed nothing: no "
+                "draft call, no keep test, no residual.")
+    if step == 2:
+        return (f"One target call reads [last] and returns p (temperature {settings['temperature']:g}); the token is "
+                f"sampled from p with the position's uniform u = {number(alone['uniform'])}: the token whose bin in "
+                f"p's cumulative distribution holds u, {_token(alone['text'])} (p = {number(alone['p'])}).")
+    draft = (" The draft model read nothing this block: it reads [last] with its next call." if replay["draft"] ==
+             "model" else " The head read nothing this block: it reads [last] with its next call, paired with the "
+             "target's features of it from this pass.")
+    return (f"The target's cache read 1 slot ([last]) and keeps it, forgetting none.{draft} The next block starts "
+            f"from {_token(alone['text'])}.")
+
+
 def block_html(replay=None, step=1, note=""):
     """Stages 1 to ``step`` of a replayed block (None: how to open one)."""
     if replay is None:
@@ -104,12 +150,15 @@ def block_html(replay=None, step=1, note=""):
                                                 "that produced it, one stage a press.")
         return f'<div class="block-steps empty"><em>{words}</em></div>'
 
-    step = max(1, min(step, len(STAGES)))
+    names, alone = stages(replay), replay["target_alone"] is not None
+    step = max(1, min(step, len(names)))
     emitted = " ".join(_token(t) for t in replay["emitted_text"])
-    stages = "".join(f'<li class="stage{" current" if i == step else ""}"><strong>{STAGES[i - 1]}.</strong> '
-                     f"{stage_text(replay, i)}{residual_bars(replay) if i == 4 else ''}</li>"
-                     for i in range(1, step + 1))
+    text = alone_text if alone else stage_text
+    items = "".join(f'<li class="stage{" current" if i == step else ""}"><strong>{names[i - 1]}.</strong> '
+                    f"{text(replay, i)}{residual_bars(replay) if i == 4 else ''}</li>" for i in range(1, step + 1))
     note = f'<p class="block-note">{html.escape(note)}</p>' if note else ""
-    return (f'<div class="block-steps" data-step="{step}"><p><strong>Block {replay["block"]}</strong> (tokens '
-            f"#{replay['start']} to #{replay['start'] + len(replay['emitted']) - 1}: {emitted}) · stage {step} of "
-            f"{len(STAGES)}</p>{note}{proposal_rows(replay, step)}<ol>{stages}</ol></div>")
+    last = replay["start"] + len(replay["emitted"]) - 1
+    where = f"token #{last}, the target's own" if alone else f"tokens #{replay['start']} to #{last}"
+    rows = alone_rows(replay, step) if alone else proposal_rows(replay, step)
+    return (f'<div class="block-steps" data-step="{step}"><p><strong>Block {replay["block"]}</strong> ({where}: '
+            f"{emitted}) · stage {step} of {len(names)}</p>{note}{rows}<ol>{items}</ol></div>")
