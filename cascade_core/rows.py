@@ -4,7 +4,7 @@ import torch
 
 from .rules import RULES
 from .settings import INPUT_FIELDS, TARGET_ALONE, RunSettings, check_prompt
-from .trace import Detokenizer, Trace, source_under
+from .trace import Detokenizer, Trace, resumed
 
 
 def encode_prompt(tokenizer, prompt, chat=True):
@@ -95,9 +95,7 @@ def start_row(pair, settings, prompt=None, *, prompt_ids=None, resume=None):
         if pair.drafting.q_reads_block_start:
             k = block_start(old, k)
         prompt, prompt_ids = old.prompt, list(old.prompt_ids)
-        prefix = [dict(pos) for pos in old.positions[:k]]
-        for pos in prefix:
-            pos["source"] = source_under(pos, settings.rule, settings.alpha)
+        prefix = [resumed(pos, old.settings, settings.rule, settings.alpha) for pos in old.positions[:k]]
     else:
         prefix = []
         if prompt_ids is None:

@@ -126,13 +126,17 @@ def verified_output(q, accept, excess):
     return kept + (1 - kept.sum(-1, keepdim=True)) * excess / excess.sum(-1, keepdim=True)
 
 
+def emitted_distribution(name, d, alpha):
+    """The distribution the emitted token follows at every position of d, over the whole vocabulary: the rule's pi
+    (the exactness of the verification, Algorithm 4), or for lossy, whose acceptance is not of the min(1, pi / q)
+    form, its exact output distribution."""
+    return output_distribution(name, d, alpha) if RULES[name].lenience else RULES[name].target(d, alpha)
+
+
 def target_distribution(name, q, p, alpha):
-    """The distribution the emitted token follows, for ``[..., V]`` probability tensors at temperature 1: the
-    rule's pi (for lossy, whose acceptance is not of the min(1, pi / q) form, its exact output distribution)."""
-    rule = get_rule(name)
-    rule.check_alpha(alpha)
-    d = Distributions(q, p)
-    return output_distribution(name, d, alpha) if rule.lenience else rule.target(d, alpha)
+    """``emitted_distribution`` for ``[..., V]`` probability tensors at temperature 1, the rule and alpha checked."""
+    get_rule(name).check_alpha(alpha)
+    return emitted_distribution(name, Distributions(q, p), alpha)
 
 
 @dataclass

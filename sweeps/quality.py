@@ -1,12 +1,23 @@
-"""How good a sweep row's text is: target NLL and top-1 agreement (the target's own view of the text), ROUGE-L
-against a reference, exact match of the last number against an answer."""
+"""How a sweep row's text relates to the target and how good it is: its mean TV to the target (exact, from the trace),
+target NLL and top-1 agreement (the target's own view of the text, a diagnostic), ROUGE-L against a reference, exact
+match of the last number against an answer."""
 import functools
 import math
 import re
 
 import torch
 
+from cascade_core.distributions import total_variation
+from cascade_core.sampling import untempered_and_tempered
+
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+
+
+def text_logits(pair, model, prompt_ids, tokens):
+    """A model's logits for every emitted token of a text (at the prefix before it), from one pass over the whole."""
+    ids = torch.tensor([list(prompt_ids) + list(tokens)], device=pair.target.device)
+    with torch.inference_mode():
+        return model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1, : pair.vocab_size]
 
 
 def target_probabilities(pair, prompt_ids, tokens):
@@ -14,12 +25,32 @@ def target_probabilities(pair, prompt_ids, tokens):
     token, from one target pass over the whole text (for runs that never called the target: draft-only)."""
     if not tokens:
         return [], []
-    ids = torch.tensor([list(prompt_ids) + list(tokens)], device=pair.target.device)
-    with torch.inference_mode():
-        logits = pair.target(input_ids=ids).logits[0, len(prompt_ids) - 1: -1, : pair.vocab_size].float()
-    p = torch.softmax(logits, -1)
+    p = untempered_and_tempered(text_logits(pair, pair.target, prompt_ids, tokens), 1.0)[0]
     chosen = p.gather(-1, torch.tensor(tokens, device=p.device).unsqueeze(-1)).squeeze(-1)
     return chosen.tolist(), (chosen >= p.max(-1).values).tolist()
+
+
+def draft_only_tv(pair, trace):
+    """A draft-only run's mean TV to the target, which its trace cannot hold (the target never ran): draft-only
+    samples q at every position (pi = q), so per position TV(q_t, p_t) of both models' sampling distributions
+    (tempered as the engine tempers them), from one pass of each over the text. None without tokens, or where the
+    run set min_new_tokens (the engine's end-of-text mask before it is not redone here)."""
+    s = trace.settings
+    if not trace.tokens or s.get("min_new_tokens"):
+        return None
+    q, p = (untempered_and_tempered(text_logits(pair, model, trace.prompt_ids, trace.tokens), s["temperature"])[1]
+            for model in (pair.draft, pair.target))
+    return total_variation(q, p).double().mean().item()
+
+
+def target_view(pair, trace):
+    """What the target makes of a run: per emitted token its temperature-1 p(token) and whether it is the target's
+    argmax (the NLL's material), and the run's mean TV to the target (``Trace.stats``' tv_to_target). A draft-only
+    run, which never called the target, takes one target pass over its text (and one of the draft: draft_only_tv)."""
+    if trace.settings["rule"] == "draft":
+        return (*target_probabilities(pair, trace.prompt_ids, trace.tokens), draft_only_tv(pair, trace))
+    return ([pos["p_token"] for pos in trace.positions], [pos["p_token"] >= pos["max_p"] for pos in trace.positions],
+            trace.stats["tv_to_target"])
 
 
 def target_nll(p_tokens):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from .figures import category_figure, frontier_figure
 
-METRICS = ("target_nll", "target_top1", "rouge_l", "exact_match", "target_calls_per_token", "acceptance_rate",
-           "deferral_rate", "projected_speedup", "wall_seconds")
+METRICS = ("tv_to_target", "target_nll", "target_top1", "rouge_l", "exact_match", "target_calls_per_token",
+           "acceptance_rate", "deferral_rate", "projected_speedup", "wall_seconds")
 
 
 def value(row, metric):
@@ -46,13 +46,15 @@ def write_summary(rows, path):
 
 
 def figures(rows, c=0.25):
-    """The report's figures, in order: quality against target calls per token and against projected speed-up,
-    ROUGE-L and exact match where the prompts have references and answers, and the per-category breakdown."""
+    """The report's figures, in order: the mean TV to the target against target calls per token and against
+    projected speed-up, ROUGE-L and exact match where the prompts have references and answers, the target's NLL (a
+    diagnostic, no front), and the per-category breakdown."""
     summary = summarise(rows)
-    out = [frontier_figure(summary, "calls", "target_nll"), frontier_figure(summary, "speedup", "target_nll", c)]
+    out = [frontier_figure(summary, "calls"), frontier_figure(summary, "speedup", c=c)]
     for quality in ("rouge_l", "exact_match"):
         if any(s[f"{quality}_mean"] is not None for s in summary):
             out.append(frontier_figure(summary, "calls", quality))
+    out.append(frontier_figure(summary, "calls", "target_nll"))
     categories = sorted({r["category"] for r in rows if r["category"]})
     if len(categories) > 1:
         out.append(category_figure({cat: summarise([r for r in rows if r["category"] == cat]) for cat in categories}))
@@ -68,4 +70,6 @@ def write_report(rows, path, title, c=0.25):
                           f"<body style='font-family: sans-serif; max-width: 1100px; margin: auto'><h1>{title}</h1>"
                           "<p>Each line is one rule as alpha moves; points are means over prompts and seeds with 95% "
                           "intervals; the dotted line marks the Pareto front (no other point is both cheaper and "
-                          f"better).</p>{''.join(parts)}</body></html>")
+                          "nearer the target's distribution, or cheaper and better by a reference). The target's NLL "
+                          "has no front: it says how likely the target finds the text, not how good it is."
+                          f"</p>{''.join(parts)}</body></html>")

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from cascade_core import RULES, load_pair
+from cascade_core import RULES, generate, load_pair
 from cascade_core.costs import priced_speedup
 from same_results import assert_same
 from sweeps import load_prompts, sweep
 from sweeps.alphas import OPEN_TOP, auto_alphas
 from sweeps.chain import TIMING_FIELDS, run_chain
 from sweeps.prompts import per_category
+from sweeps.figures import QUALITY, X_AXES, frontier_figure
 from sweeps.quality import exact_match, rouge_l
 from sweeps.report import summarise, write_report, write_summary
 from sweeps.sweep import pilot_positions
@@ -24,7 +25,7 @@ from sweeps.sweep import pilot_positions
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"prompt_id", "category", "draft", "rule", "alpha", "seed", "gamma", "temperature", "tokens", "text", "target_calls",
         "draft_calls", "acceptance_rate", "deferral_rate", "wall_seconds", "cost_ratio", "projected_speedup",
-        "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens"}
+        "tv_to_target", "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens"}
 SETTINGS = dict(gamma=3, temperature=1.0, max_new_tokens=24)
 RULES_SWEPT = ["lossless", "chow", "opt", "v3", "lossy", "draft"]
 
@@ -121,6 +122,7 @@ def test_report_summary_and_html(fresh_rows, tmp_path):
     assert html.count("Pareto front") >= 3 and "tiny &lt;sweep&gt;" in html and "plotly" in html
 
 
+    assert summary[0]["tv_to_target_mean"] is not None and "The target's NLL has no front" in html
 def test_per_category_keeps_the_first_of_each(prompts):
     assert [p["prompt_id"] for p in per_category(prompts + prompts[:1], 1)] == ["a", "1", "sum"]
     default = per_category(load_prompts(ROOT / "assets" / "prompts" / "default.jsonl"), 2)
@@ -250,3 +252,45 @@ def test_rows_compare_discrete_fields_exactly_and_floats_within_a_tolerance(fres
 def test_summary_ignores_missing_measures(fresh_rows):
     rows = [dict(r, rouge_l=None) for r in fresh_rows]
     assert all(s["rouge_l_mean"] is None for s in summarise(rows))
+
+
+def test_rows_hold_the_mean_tv_to_the_target(tiny, prompts, fresh_rows):
+    """0 for lossless (pi = p), the draft's TV(q, p) for draft-only (measured with both models' passes), between for
+    the cascades; the summary averages it and the report draws its front."""
+    from sweeps.chain import row
+    from sweeps.quality import draft_only_tv
+
+    assert all(r["tv_to_target"] == 0.0 for r in fresh_rows if r["rule"] == "lossless")
+    assert all(0 < r["tv_to_target"] < 1 for r in fresh_rows if r["rule"] in ("draft", "v3", "lossy"))
+    draft = [r for r in fresh_rows if r["rule"] == "draft"]
+    assert all(r["tv_to_target"] > 0.05 for r in draft)
+    trace = generate(tiny, prompts[0]["prompt"], rule="draft", seed=draft[0]["seed"], gamma=3, temperature=1.0,
+                     max_new_tokens=24, details=False)
+    assert row(tiny, prompts[0], trace, None)["tv_to_target"] == draft_only_tv(tiny, trace)
+    assert draft_only_tv(tiny, trace) == pytest.approx(draft[0]["tv_to_target"], rel=1e-5)
+    summary = summarise(fresh_rows)
+    chow = [s["tv_to_target_mean"] for s in summary if s["rule"] == "chow"]  # alphas in increasing order
+    assert chow == sorted(chow) and chow[0] < chow[-1], "a larger alpha keeps q at more positions"
+
+
+@pytest.mark.parametrize("quality", list(QUALITY))
+def test_the_front_is_drawn_only_where_the_measure_ranks_the_text(fresh_rows, quality):
+    """The mean TV to the target (lower: nearer the target's distribution) and the reference-based measures have a
+    Pareto front; the target's NLL, a diagnostic, has none and says so on its axis."""
+    summary = summarise(fresh_rows)
+    for x in X_AXES:
+        figure = frontier_figure(summary, x, quality)
+        fronts = [t for t in figure.data if t.legendgroup == "front"]
+        assert len(fronts) == (quality != "target_nll"), (quality, x)
+        assert any(t.legendgroup != "front" for t in figure.data)
+        if quality == "tv_to_target":  # lower is nearer: along the front, each cheaper point lies farther
+            front = fronts[0]
+            assert list(front.x) == sorted(front.x) and list(front.y) == sorted(front.y, reverse=x == "calls")
+    if quality == "target_nll":
+        assert "diagnostic" in QUALITY[quality] and "not better text" in QUALITY[quality]
+
+
+def test_a_measure_no_row_has_draws_a_sentence_not_an_empty_chart(fresh_rows):
+    figure = frontier_figure(summarise([dict(r, tv_to_target=None) for r in fresh_rows]))
+    said = figure.layout.annotations[0].text.replace("<br>", " ")
+    assert not figure.data and "No row here has the mean TV to the target" in said

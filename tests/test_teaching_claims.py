@@ -204,9 +204,7 @@ def test_the_targets_greedy_text_scores_a_lower_nll_than_its_own_samples(tiny64)
 
 
 def test_the_frontiers_look_for_does_not_call_a_lower_point_better():
-    rows = [dict(rule="lossless", target_calls=12, tokens=24, target_nll=2.0),
-            dict(rule="v3", target_calls=8, tokens=24, target_nll=1.5)]
-    look = look_for_frontier(rows)
+    look = look_for_frontier(FRONTIER_ROWS)
     assert "not better text" in look and "better rule" not in look and "cannot rank" in look
 
 
@@ -557,3 +555,64 @@ def test_how_to_read_and_lesson_1_no_longer_say_a_larger_alpha_is_always_faster(
     assert "For token rules it usually does, but not always" in how and "(Lemma 3)" in how
     looks = (ROOT / "app" / "lesson_looks.py").read_text()
     assert "batch size 1 on a TPUv4" in looks and "costs about the same for one token or several" not in looks
+
+
+# -- Lesson 7: the frontier's quality axis is the mean TV to the target (issue 65, review items 11 and 12) ------
+
+FRONTIER_ROWS = [dict(rule="lossless", alpha=None, target_calls=18, tokens=24, tv_to_target=0.0, target_nll=2.0),
+                 dict(rule="chow", alpha=0.4, target_calls=11, tokens=24, tv_to_target=0.33, target_nll=1.5),
+                 dict(rule="opt", alpha=0.2, target_calls=13, tokens=24, tv_to_target=0.26, target_nll=1.9),
+                 dict(rule="v3", alpha=0.8, target_calls=12, tokens=24, tv_to_target=0.22, target_nll=1.7),
+                 dict(rule="v3", alpha=0.99, target_calls=5, tokens=24, tv_to_target=0.6, target_nll=3.0)]
+
+
+def test_lesson_7_teaches_the_mean_tv_to_the_target_and_the_papers_own_measure():
+    idea = LESSONS[6].idea
+    assert "mean TV to the target" in idea and "Lossless is 0 (pi = p)" in idea and "(Eq. 11)" in idea
+    assert ("the paper measures quality with task metrics (BLEU, ROUGE-2/L, exact match, pass@1, F1) against measured "
+            "latency (T5) or rejection rate (Gemma), reporting both the speed-up at the large model's quality and the "
+            "best quality at its latency") in idea  # review item 12's corrected sentence
+    assert "at matched latency" not in idea and "diagnostic" in idea and "not better text" in idea
+
+
+def test_lesson_7s_question_reads_the_frontier_it_asks_about():
+    """The nearest point to the target within 80% of lossless's calls per token, and the answer it makes."""
+    from app.lesson_looks import FRONTIER_BUDGET, FRONTIER_RULES, held_frontier
+
+    lesson = LESSONS[6]
+    assert f"{100 * FRONTIER_BUDGET:.0f}% of lossless's target calls per token" in lesson.predict
+    assert [a.text.split("'")[0] for a in lesson.answers[:3]] == list(FRONTIER_RULES)
+    assert lesson.answers[held_frontier(FRONTIER_ROWS)].text == "v3's."  # 0.22 at 0.5 calls per token
+    nearer_opt = [dict(r, tv_to_target=0.1) if r["rule"] == "opt" else r for r in FRONTIER_ROWS]
+    assert lesson.answers[held_frontier(nearer_opt)].text == "opt's."
+    dear = [dict(r, target_calls=17) if r["rule"] != "lossless" else r for r in FRONTIER_ROWS]  # none below 0.6
+    assert lesson.answers[held_frontier(dear)].text.startswith("None")
+    assert "v3 alpha 0.8 (mean TV 0.220 at 0.50 calls per token)" in look_for_frontier(FRONTIER_ROWS)
+
+
+def test_lesson_7s_run_draws_the_tv_axis_with_its_front_and_nll_without_one():
+    """Review item 11: the frontier the lesson draws (Trade-off's redraw, as app/learn.py calls it) is the mean TV to
+    the target with a Pareto front; the target's NLL is labelled a diagnostic and has no front."""
+    from app.tradeoff import QUALITY_CHOICES, TradeoffHandlers
+    from sweeps.figures import QUALITY
+    from sweeps.report import summarise
+
+    rows = [dict(r, gamma=4, acceptance_rate=0.5, deferral_rate=0.5) for r in FRONTIER_ROWS]
+    figure = TradeoffHandlers.redraw(rows, "calls", 0.25)
+    assert figure.layout.yaxis.title.text.replace("<br>", " ") == QUALITY["tv_to_target"] == QUALITY_CHOICES[0][0]
+    assert [t.name for t in figure.data if t.legendgroup == "front"] == ["Pareto front (least TV at each cost)"]
+    nll = TradeoffHandlers.redraw(rows, "calls", 0.25, "target_nll")
+    assert not [t for t in nll.data if t.legendgroup == "front"]
+    assert "diagnostic: likelier under the target, not better text" in nll.layout.yaxis.title.text.replace("<br>", " ")
+    assert summarise(rows)[0]["tv_to_target_mean"] == 0.0
+
+
+def test_a_position_rules_tv_is_tv_q_p_where_it_keeps_q_and_a_smaller_alpha_defers_at_more_positions(tiny64):
+    """Lesson 7's idea on the engine: per position TV(q, p) or 0 by the decision (Eq. 6), and the positions a smaller
+    alpha defers at include a larger alpha's (every rule defers iff alpha < a*)."""
+    trace = run(tiny64, "chow", 0.5)
+    for pos in trace.positions:
+        assert pos["tv_to_target"] == (0.0 if 0.5 < pos["a_star"]["chow"] else pos["tv"])
+    assert run(tiny64, "lossless").stats["tv_to_target"] == 0.0 < trace.stats["tv_to_target"]
+    for small, large in ((0.2, 0.5), (0.5, 0.8)):
+        assert all(small < pos["a_star"]["chow"] for pos in trace.positions if large < pos["a_star"]["chow"])
