@@ -1,4 +1,5 @@
 """The app on the tiny pair: the /run API through gradio_client, and the callbacks behind the page."""
+import html
 import importlib.util
 from pathlib import Path
 
@@ -12,12 +13,13 @@ from app.explore import ExploreHandlers, Run, View, status_only
 from app.controls import alpha_slider_range, rule_changed
 from app.settings import AppSettings
 from app.pairs import PairCache, check_public
-from app.viz.format import markdown_text
+from app.viz.format import markdown_text, token_repr
 from cascade_core.models import parse_pair
 from cascade_core import Trace, generate, load_pair
 from same_results import assert_same
 
-TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block"}
+TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block",
+          "engine_seconds"}
 SETTINGS = dict(prompt="Hello there", pair="tiny", draft="model", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
                 max_new_tokens=48, seed=0, cost_ratio=0.25)
 
@@ -115,13 +117,15 @@ def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny, monkey
     views = list(handlers.run(*SETTINGS.values()))
     runs = [v.run for v in views if isinstance(v.run, Run)]
     assert len(runs) > 3  # one view per block
-    run, answer, stats, speedup, step_plot, alpha_plot, decision_plot, status = last = views[-1]
+    last = views[-1]
     assert isinstance(last, View)
+    run, answer, stats, speedup, status = last.run, last.answer, last.stats, last.speedup, last.status
+    step_plot, alpha_plot, decision_plot = last.step_plot, last.alpha_plot, last.decision_plot
     expected = fresh(tiny)
     assert run.trace.tokens == expected.tokens
     assert answer.count('class="tok ') == len(expected.tokens)
     assert f"| target calls | {expected.stats['target_calls']} |" in stats
-    assert "Projected speed-up" in speedup and status.startswith("Done")
+    assert "Speed-up over the target alone on this machine" in speedup and status.startswith("Done")
     assert step_plot.data and alpha_plot.data and decision_plot.data
 
 
@@ -305,7 +309,7 @@ def test_a_run_that_only_says_something_leaves_the_streaming_run_alone(handlers)
     first = handlers.run(*SETTINGS.values(), request=page)
     next(v for v in first if isinstance(v.run, Run))
     said = list(handlers.rerun(done, *SETTINGS.values(), request=page))
-    assert [v.status for v in said] == ["Nothing changed since the last run."]
+    assert [v.status for v in said] == ["Nothing changed since the last run, which has finished: nothing to continue."]
     assert list(first)[-1].status.startswith("Done")
     assert list(handlers.regenerate(done, *SETTINGS.values(), request=page)) == [status_only(gr.skip())]  # silent
 
@@ -407,3 +411,82 @@ def test_explores_gamma_zero_is_auto_and_the_projection_is_priced_with_measured_
     assert "on this machine" in view.speedup and "gamma auto (mostly" in view.speedup
     assert f"c = {run.prices.c:.2f}" in view.speedup
     assert 'gamma must be a whole number from 1 to 16, or 0 or "auto"' in run_to_end(handlers, gamma=-1).status
+
+
+def test_a_new_run_never_leaves_the_inspector_on_the_run_before(handlers, tiny, monkeypatch):
+    """The inspector and the step-through follow the run shown: cleared at a new run's first view (its token #5 is
+    not explained over the new text), on the same position of the new run at its last view, that token selected."""
+    monkeypatch.setattr("app.explore.view_interval", lambda tokens: 0.0)
+    views = [v for v in handlers.run(*{**SETTINGS, "prompt": "Another prompt"}.values(), inspected=5)
+             if isinstance(v.run, Run)]
+    first, last = views[0], views[-1]
+    assert "A new run: token #5 is inspected again" in first.inspector_text and first.inspected == gr.skip()
+    assert first.inspector_plot["visible"] is False and first.block_opened is None and first.note == ""
+    assert not first.block_buttons["visible"] and "the run before's" in html.unescape(first.block_view)
+    expected = fresh(tiny, prompt="Another prompt")
+    assert last.inspected == 5 and "<strong>Token #5</strong>" in last.inspector_text
+    assert html.escape(token_repr(expected.positions[5]["text"])) in last.inspector_text
+    assert "Re-inspected" in last.inspector_text and last.inspector_plot["visible"]
+    assert 'data-pos="5" tabindex="0"' in last.answer and "selected" in last.answer.split('data-pos="5"')[0][-60:]
+    middle = views[1:-1]
+    assert middle and all(v.inspector_text == gr.skip() and v.note == gr.skip() for v in middle)
+    shorter = list(handlers.run(*{**SETTINGS, "max_new_tokens": 3}.values(), inspected=5))[-1]
+    assert "This run has no token #5" in shorter.inspector_text
+
+
+def test_the_run_shown_is_marked_while_a_control_does_not_match_it(handlers):
+    """explore_panels.settings_note: empty while the controls are the run's own, else each setting it was not made
+    with, both values said; the page runs it after every change of a control and after every run."""
+    run = run_to_end(handlers).run
+    assert ExploreHandlers.settings_note(run, *SETTINGS.values()) == ""
+    assert ExploreHandlers.settings_note(None, *SETTINGS.values()) == ""
+    for change, words in ((dict(draft="head"), "pair and draft tiny (now head -&gt; tiny)"),
+                          (dict(alpha=0.8), "alpha 0.50 (now 0.80)"), (dict(prompt="Other"), "another prompt"),
+                          (dict(seed=3), "seed 0 (now 3)"), (dict(chat=False), "chat template on (now off)"),
+                          (dict(gamma=0), "gamma 4 (now auto)"), (dict(pair="model -> tiny"), None)):
+        note = ExploreHandlers.settings_note(run, *{**SETTINGS, **change}.values())
+        if words is None:  # the same pair, spelled with its draft
+            assert note == ""
+        else:
+            assert "Not these settings" in note and words in note, (change, note)
+    assert "alpha" not in ExploreHandlers.settings_note(run, *{**SETTINGS, "rule": "lossless", "alpha": 0.0}.values())
+
+
+def test_a_regeneration_says_what_it_applies_and_a_stopped_run_waits_for_continue(handlers):
+    run = run_to_end(handlers).run
+    *_, last = handlers.regenerate(run, *{**SETTINGS, "draft": "head", "seed": 2}.values())
+    assert last.status.startswith("Done") and "for the new pair and draft, seed" in last.status
+    assert last.run.pair_spec == "head -> tiny"
+    views = handlers.run(*SETTINGS.values())
+    partial = next(v for v in views if isinstance(v.run, Run)).run
+    views.close()
+    assert list(handlers.regenerate(partial, *SETTINGS.values())) == [status_only(gr.skip())]  # a box blurred
+    continued = list(handlers.rerun(partial, *SETTINGS.values()))[-1]
+    assert continued.status.startswith("Done") and continued.run.trace.tokens == run.trace.tokens
+
+
+def test_dragging_alpha_outlines_where_the_rules_own_test_flips(handlers):
+    """Under v3 the grey starts at the first token deferred at either alpha (eta, Eq. 11); the tokens outlined
+    are those whose a* alpha crossed, and under a position rule the grey starts at the first of them."""
+    from app.explore_views import decision_flips
+
+    run = run_to_end(handlers).run
+    a_stars = [pos["a_star"]["v3"] for pos in run.trace.positions]
+    alpha = 0.8
+    _, first = run.trace.recolour("v3", alpha)
+    flips = decision_flips(run.trace, "v3", alpha, first)
+    assert flips == {i for i, a in enumerate(a_stars) if i >= first and (0.5 < a) != (alpha < a)}
+    answer, *_, status = ExploreHandlers.recolour(run, "v3", alpha)
+    assert answer.count("decided-otherwise") == len(flips) and f"at the {len(flips)} outlined ones" in status
+    chow = run_to_end(handlers, rule="chow", alpha=0.5).run
+    _, first = chow.trace.recolour("chow", 0.8)
+    assert first is not None and first == min(decision_flips(chow.trace, "chow", 0.8, first))
+
+
+def test_the_bundled_pairs_answer_says_its_target_is_small(handlers):
+    from app.explore_views import SMALL_TARGET, answer_view
+
+    run = run_to_end(handlers).run
+    assert SMALL_TARGET not in answer_view(run, "v3", 0.5)[0]
+    assert SMALL_TARGET in answer_view(Run(run.trace, "head -> bundled"), "v3", 0.5)[0]
+    assert SMALL_TARGET == "a 135M target: its answers are often wrong; the method is what to watch"

@@ -12,12 +12,13 @@ import pytest
 
 from cascade_core import RULES, generate, load_pair
 from cascade_core.costs import priced_speedup
+from cascade_core.prices import OVERHEAD
 from same_results import assert_same
 from sweeps import load_prompts, sweep
 from sweeps.alphas import OPEN_TOP, auto_alphas
 from sweeps.chain import TIMING_FIELDS, run_chain
-from sweeps.prompts import per_category
 from sweeps.figures import QUALITY, X_AXES, frontier_figure
+from sweeps.prompts import per_category
 from sweeps.quality import exact_match, rouge_l
 from sweeps.report import summarise, write_report, write_summary
 from sweeps.sweep import pilot_positions
@@ -59,14 +60,15 @@ def fresh_rows(tiny, prompts):
 def test_projected_speedup_is_priced_with_the_pairs_measured_calls(prompts):
     pair = load_pair("tiny")
     # prices as if measured on a CPU like the bundled pair's (a verification dearer than a target token)
-    pair.prices.update({("target", 1): 0.080, ("draft", 1): 0.012, ("target", 4): 0.098})
+    # and the engine's own seconds per block, measured once per pair: every view prices a text alike
+    pair.prices.update({("target", 1): 0.080, ("draft", 1): 0.012, ("target", 4): 0.098, OVERHEAD: 0.004})
     rows = [row for rule, alpha in (("v3", 0.5), ("lossless", None)) for row in
             run_chain(pair, prompts[0], rule, [alpha], 0, gamma=3, temperature=1.0, max_new_tokens=24)]
-    assert len(pair.prices) == 3  # nothing measured again
-    for r in rows:  # the engine's own time per block: at least 0, at most the run's wall time over its blocks
-        slowest, fastest = (priced_speedup(r["acceptance_rate"], 3, 0.080, 0.012, 0.098, overhead)
-                            for overhead in (r["wall_seconds"] / r["target_calls"], 0.0))
-        assert 0 < slowest <= r["projected_speedup"] <= fastest < r["tokens"] / r["target_calls"]
+    assert len(pair.prices) == 4  # nothing measured again
+    for r in rows:
+        assert r["projected_speedup"] == pytest.approx(priced_speedup(r["acceptance_rate"], 3, 0.080, 0.012, 0.098,
+                                                                      0.004))
+        assert 0 < r["projected_speedup"] < r["tokens"] / r["target_calls"]
 
 
 def test_rows_have_every_key_and_one_row_per_setting(fresh_rows, prompts):
@@ -120,9 +122,9 @@ def test_report_summary_and_html(fresh_rows, tmp_path):
     write_report(fresh_rows, tmp_path / "report.html", "tiny <sweep>")
     html = (tmp_path / "report.html").read_text()
     assert html.count("Pareto front") >= 3 and "tiny &lt;sweep&gt;" in html and "plotly" in html
-
-
     assert summary[0]["tv_to_target_mean"] is not None and "The target's NLL has no front" in html
+
+
 def test_per_category_keeps_the_first_of_each(prompts):
     assert [p["prompt_id"] for p in per_category(prompts + prompts[:1], 1)] == ["a", "1", "sum"]
     default = per_category(load_prompts(ROOT / "assets" / "prompts" / "default.jsonl"), 2)

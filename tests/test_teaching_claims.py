@@ -248,7 +248,7 @@ def test_every_lessons_reveal_says_whether_the_answer_held_and_names_the_misconc
     assert len(lesson.answers) >= 2 and len({a.text for a in lesson.answers}) == len(lesson.answers)
     for outcome, happened in enumerate(lesson.answers):
         told = [type(lesson).reveal(SimpleNamespace(answers=lesson.answers, held=lambda *r: outcome,
-                                                    rule_property=lesson.rule_property), a.text)
+                                                    rule_property=lesson.rule_property, doubt=None), a.text)
                 for a in lesson.answers]
         shows = "The rule says" if lesson.rule_property else "What this run shows"
         for chosen, text in zip(lesson.answers, told):
@@ -344,10 +344,11 @@ def test_the_speed_up_the_docs_give_is_what_the_app_calls():
     for a, gamma, c in ((0.6, 4, 0.2), (0.9, 2, 0.05), (0.3, 7, 0.5)):
         assert eval(as_python(shown)) == pytest.approx(expected_speedup(a, gamma, c, gamma + 1))
         assert eval(as_python(leviathan)) == pytest.approx(expected_speedup(a, gamma, c))
-    calls = [(path, node) for path in [*(ROOT / "app").rglob("*.py"), *(ROOT / "sweeps").rglob("*.py")]
+    calls = [(path, node) for path in [*(ROOT / "app").rglob("*.py"), *(ROOT / "sweeps").rglob("*.py"),
+                                       *(ROOT / "cascade_core").rglob("*.py")]
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "expected_speedup"]
-    assert len(calls) >= 3
+    assert len(calls) >= 2  # costs.speedup_at_c (the app's hypothetical c) and the sweeps' figures
     for path, call in calls:
         assert len(call.args) == 4 and ast.unparse(call.args[3]) == ast.unparse(call.args[1]) + " + 1", path
 
