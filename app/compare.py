@@ -69,7 +69,7 @@ def row_stats(pair, trace, name=None):
     prices = run_prices(pair, trace.gamma)
     return dict(label=name or label(s["rule"], s["alpha"]), target_calls=stats["target_calls"],
                 deferral_rate=stats["deferral_rate"], acceptance_rate=stats["acceptance_rate"], tv_to_target=tv,
-                target_nll=target_nll(p_tokens), c=None if prices is None else prices.c,
+                target_nll=target_nll(p_tokens), c=None if prices is None or s["rule"] == "target" else prices.c,
                 speedup=speedup_over_target(trace.sources, s["rule"], trace.gamma, prices))
 
 

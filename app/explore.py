@@ -49,15 +49,18 @@ class ExploreHandlers:
         self.default_draft = pair_default_draft(default_pair_spec)
         self.unread = unread  # messages the app holds for a session that no client has read yet
         self.runs = PageRuns()
+        self.start_c = DEFAULT_COST_RATIO  # where c's slider starts (default_cost_ratio): no c the user set
         self.recent = RecentRuns()  # /run's last results, which /block replays from
         LIVE_HANDLERS[id(self)] = self
 
     def default_cost_ratio(self):
         """Where c's slider starts: the default draft's c as measured on this machine (prices.measured_c) once its
-        pair is loaded and priced, else DEFAULT_COST_RATIO; on the slider's scale (0.01 to 1, in steps of 0.01)."""
+        pair is loaded and priced, else DEFAULT_COST_RATIO; on the slider's scale (0.01 to 1, in steps of 0.01).
+        Kept as ``start_c``: a c there is not one the user set, and shows no hypothetical figure."""
         spec = with_draft(self.default_pair_spec, self.default_draft)
         c = measured_c(self.pairs.get(spec)) if self.pairs.loaded(spec) else None
-        return DEFAULT_COST_RATIO if c is None else min(max(round(c, 2), 0.01), 1.0)
+        self.start_c = DEFAULT_COST_RATIO if c is None else min(max(round(c, 2), 0.01), 1.0)
+        return self.start_c
 
     def __reduce__(self):
         # ZeroGPU's @spaces.GPU runs a call in a forked worker and pickles its arguments, self included: a
@@ -66,12 +69,11 @@ class ExploreHandlers:
 
     # -- generation --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _view(run, rule, alpha, cost_ratio, running, with_figures=True, status=None, applying=()):
+    def _view(self, run, rule, alpha, cost_ratio, running, with_figures=True, status=None, applying=()):
         """The view of ``run`` under (rule, alpha); ``applying``: the settings a regeneration applies (its status
         says them)."""
         answer, first_changed, sources = answer_view(run, rule, alpha, running)
-        stats, speedup = stats_view(run, cost_ratio)
+        stats, speedup = stats_view(run, cost_ratio, self.start_c)
         plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(),) * 3
         n = len(run.trace.positions)
         why = f", for the new {', '.join(applying)}" if applying else ""
@@ -262,9 +264,8 @@ class ExploreHandlers:
         return Recoloured(answer, *figures_view(run, rule, alpha, sources, first_changed),
                           recolour_status(run, rule, alpha, first_changed))
 
-    @staticmethod
-    def update_speedup(run, cost_ratio):
-        return stats_view(run, cost_ratio)[1]
+    def update_speedup(self, run, cost_ratio):
+        return stats_view(run, cost_ratio, self.start_c)[1]
 
     # -- inspector ---------------------------------------------------------------------------------
 

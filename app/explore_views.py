@@ -87,18 +87,19 @@ def resume_caption(trace):
             f"{n - trace.resumed_from} regenerated tokens; the first {trace.resumed_from} were reused.")
 
 
-def stats_view(run, cost_ratio):
+def stats_view(run, cost_ratio, start_c=None):
     """(stats Markdown, speed-up Markdown) for the run on screen: its speed-up over the target alone priced with the
     pair's measured calls (costs.speedup_over_target, the one every tab shows), once the run has finished, and
-    Leviathan et al.'s estimate at the slider's c only where the slider is not at this draft's measured c (a
-    hypothetical c, set by the user)."""
+    Leviathan et al.'s estimate at the slider's c only where the user set c: neither this draft's measured c nor
+    where the slider started (``start_c``)."""
     if run is None:
         return stats_markdown(None), speedup_markdown(None, None)
     trace, prices = run.trace, run.prices
     rule, gamma = trace.settings["rule"], trace.gamma
     priced = speedup_over_target(trace.sources, rule, gamma, prices)
     own_c = None if prices is None else round(prices.c, 2)
-    at_c = None if own_c == round(cost_ratio, 2) else speedup_at_c(trace.sources, rule, gamma, cost_ratio)
+    set_by_user = round(cost_ratio, 2) not in (own_c, start_c)
+    at_c = speedup_at_c(trace.sources, rule, gamma, cost_ratio) if set_by_user else None
     target_alone = None if prices is None else 1 / prices.target  # one target call per token, measured here
     return (stats_markdown(trace.stats, resume_caption(trace), run.pair, target_alone),
             speedup_markdown(trace.stats, trace.settings["gamma"], prices, priced, gamma, cost_ratio, at_c))

@@ -103,6 +103,8 @@ def test_a_hypothetical_c_is_shown_only_where_the_user_sets_it(tiny64):
     moved = round(prices.c, 2) + 0.1
     _, text = stats_view(Run(trace, "tiny", prices), moved)
     assert f"At c = {moved:.2f}, set by you" in text and f"on this machine: {priced(tiny64, trace):.2f}×" in text
+    _, untouched = stats_view(Run(trace, "tiny", prices), moved, start_c=moved)  # where the slider started
+    assert "set by you" not in untouched
 
 
 def test_cs_slider_starts_at_the_default_drafts_measured_c():

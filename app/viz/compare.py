@@ -50,8 +50,8 @@ STATS_NOTE = ("Mean TV to the target: per position, the total-variation distance
               "distribution (lossless, target-only). Exact, from the trace, but a distance from the target, not a "
               "quality score. Target NLL is a diagnostic: text the target finds likelier, not better text. "
               "Speed-up over the target alone: the row's acceptance priced with its own draft's calls as measured on this machine "
-              "(c, a draft call over a target call: the head's is cheap), the number Explore shows for the same "
-              "text.")
+              "(c: one of its draft's calls over one target call, each draft's own), the number Explore shows for the "
+              "same text.")
 
 
 def compare_stats_markdown(stats_rows):
