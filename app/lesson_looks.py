@@ -194,9 +194,9 @@ def look_for_timed(pairs, repeats):
         prices = ENGINE.call(run_prices, pair, gamma)
         priced = speedup_over_target(cascade.sources, cascade.settings["rule"], gamma, prices)
         kind = pair.drafting.label
-        lines.append(f"| {kind} | {rate_spread(repeats, k)} | {number(measured_speedup(repeats, k), 2)}x | "
-                     f"{number(1000 * prices.draft, 1)} ms (c = {number(prices.c, 2)}) | "
-                     f"{number(prices.verify_ratio, 2)} | {number(a, 2)} | {number(priced, 2)}x |")
+        lines.append(f"| {kind} | {rate_spread(repeats, k)} | {number(measured_speedup(repeats, k), 2)}x · "
+                     f"{number(priced, 2)}x | {number(1000 * prices.draft, 1)} ms (c = {number(prices.c, 2)}) · "
+                     f"{number(prices.verify_ratio, 2)} | {number(a, 2)} |")
         notes.append(f"- With the {kind}: {pays(a, gamma, prices.verify_ratio)}")
         vocabulary = pair.drafting.vocabulary(pair.draft)
         if vocabulary is not None:
@@ -212,9 +212,9 @@ def look_for_timed(pairs, repeats):
     block = cascades[0].gamma + 1
     return (f"Target alone: {rate_spread(repeats, 0)} tokens/s on the engine's clock (median, and least-most of "
             f"{len(repeats)} repeats), one target token {number(1000 * one, 1)} ms.\n\n"
-            f"| v3, alpha 0.5, with | tokens/s | measured | one draft call | a verification of {block} tokens, in "
-            "target tokens | acceptance | speed-up over the target alone, these prices (every tab's) |\n"
-            "|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + "\n".join(notes) +
+            f"| v3, alpha 0.5, with | tokens/s: median (least-most) | against the target alone: measured · priced "
+            f"(every tab's) | one draft call · a verification of {block} tokens, in target tokens | acceptance |\n"
+            "|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + "\n".join(notes) +
             (f"\n- {doubt}" if doubt else "") + "\n- A draft much cheaper than its target whose tokens are kept "
             "often, and a verification that costs about one target token (a large target on a GPU), are what make a "
             "cascade pay.")
@@ -299,14 +299,15 @@ def look_for_why(pairs, repeats):
     traces = repeats[0]
     stats = [ENGINE.call(row_stats, pair, trace) for pair, trace in zip(pairs, traces)]
     prices = ENGINE.call(run_prices, pairs[-1], traces[-1].gamma)
-    lines = [f"| {name} | {rate_spread(repeats, i)} | {number(measured_speedup(repeats, i), 2)}x | "
-             f"{number(s['speedup'], 2)}x | {t.stats['target_calls']} | {percent(t.stats['acceptance_rate'])} | "
-             f"{number(t.stats['tokens_per_target_call'], 2)} | {number(s['target_nll'], 2)} |"
+    # five columns, two numbers to a cell: the table stays readable at a phone's width
+    lines = [f"| {name} | {rate_spread(repeats, i)} | {number(measured_speedup(repeats, i), 2)}x · "
+             f"{number(s['speedup'], 2)}x | {t.stats['target_calls']} · {number(t.stats['tokens_per_target_call'], 2)} "
+             f"| {percent(t.stats['acceptance_rate'])} · {number(s['target_nll'], 2)} |"
              for i, (name, t, s) in enumerate(zip(WHY_ROWS, traces, stats))]
     doubt = why_doubt(pairs, repeats)
-    return ("| decoding | tokens/s, engine's clock: median (least-most) | measured against the target alone | "
-            "speed-up over the target alone, priced (every tab's) | target calls | acceptance (proposals kept) | "
-            "tokens per target call | target NLL |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(lines) +
+    return ("| decoding | tokens/s on the engine's clock: median (least-most) | against the target alone: measured · "
+            "priced (every tab's) | target calls · tokens per call | acceptance · target NLL |\n"
+            "|---|---|---|---|---|\n" + "\n".join(lines) +
             (f"\n\n{doubt}" if doubt else "") + f"\n\n{blocks_compared(*traces[1:])}\n\n"
             f"Here a draft call cost {number(prices.c, 2)} of a target token ({number(1000 * prices.draft, 1)} ms "
             f"against {number(1000 * prices.target, 1)} ms) and a verification of {prices.block} tokens "

@@ -56,10 +56,10 @@ class Lesson:
         chosen = next(answer for answer in self.answers if answer.text == choice)
         doubt = self.doubt(*results) if self.doubt else ""
         if chosen is outcome:
-            return f"**Your answer:** {choice} **It held.** {chosen.caveat} {doubt}".rstrip()
+            return f"**Your answer:** {choice} **It held.** {' '.join(filter(None, (chosen.caveat, doubt)))}".rstrip()
         shows = "The rule says" if self.rule_property else "What this run shows"
         return (f"**Your answer:** {choice} **It did not hold.** {shows}: *{outcome.text}* "
-                f"{chosen.wrong_because} {doubt}").rstrip()
+                f"{' '.join(filter(None, (chosen.wrong_because, doubt)))}").rstrip()
 
     def link(self):
         """The query that opens the lesson's tab in its state: its run's prompt, seed and lengths too (a tab takes
