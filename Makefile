@@ -36,7 +36,9 @@ test: setup-dev browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
 
 # The speed-up table at the app's settings (rule x alpha x gamma against target-only, the calls measured), then the
-# comparison with transformers' generate and assisted generation; both write their sections to docs/benchmarks.md.
+# comparison with transformers' generate and assisted generation, the drafts, and the weight precisions side by side
+# (the target's speed in each, the cascade over it, how far each moves the model); each writes its section to
+# docs/benchmarks.md.
 bench: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/speedup_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/kinds_bench.py $(ARGS)
@@ -44,6 +46,7 @@ bench: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) bench/floor_bench.py
 	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
 	HF_HUB_OFFLINE=1 $(PY) bench/drafts_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) bench/precision_bench.py $(ARGS)
 
 bench-app: setup-dev browser
 	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)

@@ -1,5 +1,5 @@
 """Launch the Speculative Cascades Explorer: ``python app.py [--pair tiny|bundled] [--target ID --draft ID]
-[--compile]``."""
+[--compile] [--precision auto|fp32|bf16|int8|int8-fp32]``."""
 import argparse
 import ipaddress
 import os
@@ -11,6 +11,7 @@ from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
 from cascade_core.batch import measure_auto_prices
 from cascade_core.models import load_pair, pair_spec
+from cascade_core.precision import AUTO, PRECISIONS
 from cascade_core.prices import missing_prices
 from cascade_core.settings import AUTO_GAMMAS
 
@@ -24,6 +25,9 @@ def parse_args(argv=None):
     parser.add_argument("--compile", action="store_true",
                         help="decode on the compiled static-cache path: faster per token after a first compile "
                              "(about a minute and a half per shape on a CPU)")
+    parser.add_argument("--precision", default=AUTO, choices=(AUTO, *PRECISIONS),
+                        help="the models' Linear layers on the CPU: auto (the fastest timed here, default), fp32 (as "
+                             "loaded), bf16, int8 or int8-fp32 (cascade_core/precision.py)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
@@ -64,7 +68,8 @@ def main(argv=None):
     if public and not args.public:
         print("public mode: others can reach this app, so it loads only allow-listed models "
               "(--trust-visitors turns this off)", file=sys.stderr)
-    pairs = PairCache(public=public, loader=partial(load_pair, compiled=args.compile))
+    pairs = PairCache(public=public, loader=partial(load_pair, compiled=args.compile,
+                                                               precision=args.precision))
     # Load the pair and measure gamma "auto"'s prices before serving, so that the first Run streams at once and no
     # call waits for the measurement (on a Space a GPU call measures them, on the GPU; the compiled path takes a fixed
     # gamma). Failures are shown again in the page.

@@ -19,6 +19,7 @@ import torch  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
 from bench.measure import PeakRSS, forward_ms, read_bandwidth, shown_number, timed, weight_bytes  # noqa: E402
 from cascade_core import generate, load_pair  # noqa: E402
+from cascade_core.precision import loaded_as  # noqa: E402
 from cascade_core.cli import add_pair_arguments  # noqa: E402
 from cascade_core.compiled import compile_pair  # noqa: E402
 from cascade_core.costs import expected_speedup, priced_speedup  # noqa: E402
@@ -193,8 +194,9 @@ def markdown(pair, s, runs, n, gamma, no_compile):
 
 def bench(args):
     kwargs = dict(target=args.target, draft=args.draft) if args.target else dict(name=args.pair)
-    pair = load_pair(**kwargs)
-    stock = load_pair(**kwargs, measured_kernels=False) if pair.name != "tiny" else pair
+    pair = load_pair(**kwargs, precision=args.precision)
+    stock = (load_pair(**kwargs, measured_kernels=False, precision=loaded_as(pair.target)) if pair.name != "tiny"
+             else pair)
     compiled = None if args.no_compile else compile_pair(pair)
     table = methods(pair, stock, compiled, args.gamma)
     results, outputs = run_benchmarks(pair, table, args.runs, args.max_new_tokens)

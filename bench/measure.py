@@ -45,7 +45,8 @@ def speed_arguments(doc, max_new_tokens, rounds=True):
 
 def named_pair(args):
     """The pair speed_arguments' command line names: --pair, or --target (with --draft)."""
-    return load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft)
+    return load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft,
+                     precision=args.precision)
 
 
 class PeakRSS:
@@ -111,8 +112,9 @@ def _sync():
 
 
 def weight_bytes(model):
-    """Bytes of weights read per decoded token: every parameter once (a tied head counts once)."""
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+    """Bytes of weights read per decoded token: every parameter once (a tied head counts once), and the buffers (a
+    layer converted to another precision keeps its weights there: cascade_core/precision.py)."""
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
 def forward_ms(model, vocab, n_tokens=1, repeats=9, compiled=None):

@@ -6,6 +6,7 @@ from pathlib import Path
 from .engine import generate
 from .hub_export import DEFAULT_REPO_ID, export
 from .models import load_pair
+from .precision import AUTO, PRECISIONS
 from .rules import RULES
 
 # Okabe-Ito colours (colour-blind safe) as 256-colour ANSI codes: blue, orange, vermillion.
@@ -19,12 +20,15 @@ def add_pair_arguments(parser):
     parser.add_argument("--target", help="target model: hub id or local folder")
     parser.add_argument("--draft", help="model | head (the pair's independent draft or its EAGLE-3 head), or with "
                                         "--target a draft model's or an EAGLE-3 head's hub id or local folder")
+    parser.add_argument("--precision", default=AUTO, choices=(AUTO, *PRECISIONS),
+                        help="the Linear layers' weights: auto (timed on this machine, default), fp32 (as loaded), "
+                             "bf16, int8 (per output channel, bf16 products) or int8-fp32 (float32 products)")
 
 
 def pair_from_args(args):
     if args.target:
-        return load_pair(target=args.target, draft=args.draft, compiled=args.compile)
-    return load_pair(args.pair, draft=args.draft, compiled=args.compile)
+        return load_pair(target=args.target, draft=args.draft, compiled=args.compile, precision=args.precision)
+    return load_pair(args.pair, draft=args.draft, compiled=args.compile, precision=args.precision)
 
 
 def coloured(trace, colour=True):
@@ -60,6 +64,7 @@ def run(args):
     print(coloured(trace, colour))
     print(f"\n[{legend}]")
     print(format_stats(trace.stats))
+    print(f"ran on: {pair.ran_on}")
 
 
 class OneLineErrors(argparse.ArgumentParser):

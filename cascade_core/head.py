@@ -92,12 +92,12 @@ class Eagle3Head(torch.nn.Module):
         self.rotary_emb = LlamaRotaryEmbedding(config)
 
     @property
-    def device(self):
-        return self.fc.weight.device
+    def device(self):  # the norm's: fc may be stored in another precision (precision.py)
+        return self.norm.weight.device
 
     @property
     def dtype(self):
-        return self.fc.weight.dtype
+        return self.norm.weight.dtype
 
     @property
     def token_ids(self):

@@ -6,6 +6,8 @@ every row count; on a 2-core AVX2 EPYC one cached layer is slower that way, yet 
 streamed from memory, it is on par for one row and faster for several (docs/benchmarks.md, "Measured choices"). So
 nothing is assumed: ``choose_kernels`` times both over the model's own weights for every row count a block can have
 and caches the timings per machine (CPU, its flags, torch version, dtype and weight shapes); ``routes`` reads them.
+precision.py keeps its timings of each weight precision in the same file, the same way (``measured_once``). These
+routes are float32's: a layer converted to another precision has its own product.
 
 A row count can also be computed as a larger one: its rows padded with zero rows, the first kept (a row's product
 does not read the others). The BLAS's kernels do not get slower with every row (on the EPYC two rows stream the
@@ -18,8 +20,10 @@ differed from its solo run's by 2.5e-3 in TV (float16 rounds the products of 1 a
 rows differently), so Compare's rows would part from the runs Explore shows for the same settings.
 """
 import json
+import os
 import platform
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +32,28 @@ ROW_COUNTS = range(1, 18)  # a block verifies at most MAX_GAMMA + 1 = 17 positio
 MARGIN = 0.9  # W @ x^T is taken for a count only where it takes under 90% of F.linear's time
 PAD_MARGIN = 0.95  # a larger count's path only where it takes under 95% of the count's own (a few % is noise)
 SAMPLE_BYTES = 160 * 2**20  # timed weights: far more than any cache, so they stream from memory as in decoding
+
+
+def cache_dir():
+    """Where this machine keeps what it measured and converted (SPECULATIVE_CASCADES_CACHE, or the user's cache)."""
+    return Path(os.environ.get("SPECULATIVE_CASCADES_CACHE", Path.home() / ".cache" / "speculative-cascades"))
+
+
+def verdicts_path():
+    """The file of this machine's measured verdicts: the products' routes here, precision.py's choices."""
+    return cache_dir() / "kernel-choice.json"
+
+
+def measured_once(path, key, measure):
+    """The verdict kept in ``path`` (JSON) under ``key`` (a list: the CPU, torch version, what was measured on
+    which shapes), measured with ``measure()`` (a dict) and written there the first time it is asked for."""
+    key = json.dumps(key)
+    verdicts = json.loads(path.read_text()) if path.exists() else {}
+    if key not in verdicts:
+        verdicts[key] = {"cpu": cpu_description(), **measure()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(verdicts, indent=1))
+    return verdicts[key]
 
 
 def cpu_description():
@@ -112,17 +138,15 @@ def choose_kernels(model, verdicts_path):
     machine and model shape, then read from the verdicts file."""
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     shapes = sorted({tuple(m.weight.shape) for m in linears})
-    key = json.dumps([cpu_description(), torch.__version__, "linear and thin per row count; fastest of 5",
-                      str(model.dtype), shapes])
-    path = verdicts_path
-    verdicts = json.loads(path.read_text()) if path.exists() else {}
-    if key not in verdicts:
+    key = [cpu_description(), torch.__version__, "linear and thin per row count; fastest of 5", str(model.dtype),
+           shapes]
+
+    def measure():
         weights = _sample(linears)
-        timings = {str(rows): time_paths(weights, rows) for rows in ROW_COUNTS}  # str: as JSON reads them back
-        verdicts[key] = {"cpu": cpu_description(), "timings": timings}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(verdicts, indent=1))
-    return {**verdicts[key], "routes": routes(verdicts[key]["timings"])}
+        return {"timings": {str(rows): time_paths(weights, rows) for rows in ROW_COUNTS}}  # str: as JSON reads them
+
+    verdict = measured_once(verdicts_path, key, measure)
+    return {**verdict, "routes": routes(verdict["timings"])}
 
 
 def _measured_linear_forward(self, x):

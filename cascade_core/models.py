@@ -6,7 +6,6 @@ tests and for seeing the mechanics); ``load_pair("bundled")`` is SmolLM2-135M-In
 from hub ids or local folders.
 """
 import importlib.util
-import os
 import string
 import sys
 from pathlib import Path
@@ -20,11 +19,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from .compiled import compile_pair
 from .draft import load_draft
 from .head import is_head_config, load_head, new_head, read_config
-from .kernels import choose_kernels, use_measured_kernels
+from .kernels import cache_dir, choose_kernels, use_measured_kernels, verdicts_path
 from .pair import Pair, make_pair
+from .precision import AUTO, apply_precision, check_precision, said
 from .values import shown
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Where its weights come from: float32 is already a dequantisation, and a precision's copy is made from that.
+SMOLLM2_WEIGHTS = (f"the target from {SMOLLM2_GGUF} (Q4_1: 4-bit weights in groups of 32, a scale and a minimum "
+                   "each; float32 is its dequantisation)")
 # The distilled draft's own layers (python -m distill); the rest is shared with the target.
 BUNDLED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2"
 # The EAGLE-3 head trained for it (python -m distill --head), in the published format.
@@ -35,10 +38,6 @@ BUNDLED_DEFAULT_DRAFT = "head"
 # Drafts known for hub targets, what draft="model" and draft="head" mean beside them: the seed's Qwen3-0.6B and
 # AngelSlim's published EAGLE-3 head for the seed's target.
 KNOWN_DRAFTS = {"Qwen/Qwen3-1.7B": {"model": "Qwen/Qwen3-0.6B", "head": "AngelSlim/Qwen3-1.7B_eagle3"}}
-
-
-def cache_dir():
-    return Path(os.environ.get("SPECULATIVE_CASCADES_CACHE", Path.home() / ".cache" / "speculative-cascades"))
 
 
 def default_device():
@@ -80,12 +79,16 @@ def tiny_pair(dtype=torch.float32, device="cpu", vocab_size=None, seed=0, draft_
     if draft_kind == "head":
         # over two thirds of the vocabulary (every third id left out), reading the streams entering layers 0, 1, 1
         head = new_head(target, [v for v in range(vocab) if v % 3 or v == vocab - 1], (0, 1, 1), seed)
-        return make_pair("tiny", target, head.eval(), tokenizer, "tiny random Llama target (2 layers) <- random "
+        pair = make_pair("tiny", target, head.eval(), tokenizer, "tiny random Llama target (2 layers) <- random "
                          f"EAGLE-3 head ({len(head.d2t)}-token vocabulary)")
-    draft = LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "num_hidden_layers": 1})).to(dtype=dtype, device=device)
-    draft.load_state_dict(target.state_dict(), strict=False)
-    draft.eval()
-    return Pair("tiny", target, draft, tokenizer, vocab, {vocab - 1}, 4096, "tiny random Llama pair (2 layers -> 1 layer)")
+    else:
+        draft = LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "num_hidden_layers": 1})).to(dtype=dtype,
+                                                                                                  device=device)
+        draft.load_state_dict(target.state_dict(), strict=False)
+        pair = Pair("tiny", target, draft.eval(), tokenizer, vocab, {vocab - 1}, 4096,
+                    "tiny random Llama pair (2 layers -> 1 layer)")
+    pair.weights = f"random (seed {seed}), {str(dtype).removeprefix('torch.')}"
+    return pair
 
 
 def smollm2_target(dtype, device, progress=None):
@@ -117,7 +120,7 @@ def with_measured_kernels(pair, progress=None):
     (see kernels.py; measured once per machine and model shape, then cached)."""
     if pair.target.device.type != "cpu":
         return pair
-    path = cache_dir() / "kernel-choice.json"
+    path = verdicts_path()
     if not path.exists():
         _say(progress, "timing this CPU's matrix-product paths on the target (once per machine)")
     pair.kernels = choose_kernels(pair.target, path)
@@ -133,14 +136,17 @@ def bundled_pair(dtype=None, device=None, progress=None, draft_kind=None):
     if (draft_kind or BUNDLED_DEFAULT_DRAFT) == "head":
         head = load_head(BUNDLED_HEAD, target)
         acceptance = head.meta["held_out_acceptance_by_step"]["1.0"][0]  # at T 1, as the independent draft's
-        return make_pair("bundled", target, head, tokenizer,
+        pair = make_pair("bundled", target, head, tokenizer,
                          f"SmolLM2-135M-Instruct (30 layers) <- EAGLE-3 head trained here ({len(head.d2t)}-token "
                          f"vocabulary, held-out 1 - TV {acceptance:.2f})")
-    draft, meta = load_draft(target, BUNDLED_DRAFT)
-    layers = draft.config.num_hidden_layers
-    return make_pair("bundled", target, draft, tokenizer,
-                     f"SmolLM2-135M-Instruct (30 layers) <- distilled {layers}-layer draft (held-out 1 - TV "
-                     f"{meta['held_out']['acceptance']:.2f})")
+    else:
+        draft, meta = load_draft(target, BUNDLED_DRAFT)
+        layers = draft.config.num_hidden_layers
+        pair = make_pair("bundled", target, draft, tokenizer,
+                         f"SmolLM2-135M-Instruct (30 layers) <- distilled {layers}-layer draft (held-out 1 - TV "
+                         f"{meta['held_out']['acceptance']:.2f})")
+    pair.weights = f"{SMOLLM2_WEIGHTS}, the {pair.drafting.label}'s own from a float16 file"
+    return pair
 
 
 def check_same_tokenizer(target_tok, draft_tok, target_id, draft_id):
@@ -169,7 +175,8 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
                 head = load_head(draft_id, models["target"][0])
             except Exception as e:
                 raise ValueError(f"could not load EAGLE-3 head {shown(draft_id)}: {load_failure(e)}") from e
-            return make_pair(f"{draft_id} -> {target_id}", models["target"][0], head, models["target"][1])
+            return with_weights(make_pair(f"{draft_id} -> {target_id}", models["target"][0], head,
+                                          models["target"][1]), dtype)
         _say(progress, f"loading {role} {model_id}")
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
@@ -179,7 +186,14 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
         model = model.to(device).eval()
         models[role] = (model, tokenizer)
     check_same_tokenizer(models["target"][1], models["draft"][1], target_id, draft_id)
-    return make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0], models["target"][1])
+    return with_weights(make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0],
+                                  models["target"][1]), dtype)
+
+
+def with_weights(pair, dtype):
+    """A hub pair, saying where its weights came from: the checkpoints as published, loaded in ``dtype``."""
+    pair.weights = f"the checkpoints as published, loaded in {str(dtype).removeprefix('torch.')}"
+    return pair
 
 
 TINY, BUNDLED = "tiny", "bundled"
@@ -261,7 +275,7 @@ def known_draft(target, draft):
 
 
 def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, progress=None, trust_remote_code=False,
-              measured_kernels=True, compiled=False):
+              measured_kernels=True, compiled=False, precision=AUTO):
     """``load_pair("tiny")``, ``load_pair("bundled")`` or ``load_pair(target=..., draft=...)``; the bundled pair's
     ``draft`` is "model" (its independent draft) or "head" (its EAGLE-3 head), and so is the tiny pair's; a target's
     ``draft`` may be a model or an EAGLE-3 head (a folder or Hub id whose config names that architecture), or
@@ -269,8 +283,16 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
     CPU use the matrix products measured faster here; ``measured_kernels=False`` keeps transformers' own path
     (the benchmarks' baseline). ``compiled=True``: the static-cache compiled decode path (``compile_pair``), faster
     per token once compiled, but each new shape first compiles for a minute or more on a CPU (docs/benchmarks.md,
-    "Measured choices")."""
+    "Measured choices"). ``precision``: the target's and draft's Linear layers (precision.py): "fp32" (today's path),
+    "bf16", "int8", "int8-fp32", or "auto", which times them on this machine where the kernels are measured (a real
+    pair on the CPU, not compiled) and is fp32 elsewhere with nothing timed (the tiny pair, ``measured_kernels=False``,
+    a GPU), so that tests load pairs deterministically; checked before anything loads."""
+    check_precision(precision)
     pair = _load(name, target, draft, dtype, device, progress, trust_remote_code, measured_kernels)
+    measured = pair.kernels is not None and not compiled
+    apply_precision(pair, precision, verdicts_path() if measured else None)
+    if measured:
+        _say(progress, f"precision: {said(pair)}")
     return compile_pair(pair) if compiled else pair
 
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .drafts import kind_of
+from .precision import precision_of, said
 
 
 @dataclass
@@ -20,6 +21,21 @@ class Pair:
     kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
     compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
     prices: dict = field(default_factory=dict, repr=False)  # measured call seconds by (role, tokens): prices.py
+    asked_precision: str | None = None  # what the loader was asked for (precision.py); None: the models as given
+    precision_timings: dict | None = field(default=None, repr=False)  # what "auto" read, by role
+    weights: str = ""  # where the weights came from, in words
+
+    @property
+    def precision(self):
+        """What ran, strict JSON (traces record it): each model's precision, what was asked, where the weights came
+        from."""
+        return {"target": precision_of(self.target), "draft": precision_of(self.draft),
+                "asked": self.asked_precision, "weights": self.weights}
+
+    @property
+    def ran_on(self):
+        """The pair in words with its precision, as the page names what ran."""
+        return f"{self.description or self.name} · {said(self)}"
 
     @property
     def drafting(self):

@@ -126,11 +126,12 @@ class RunSettings:
                              "for fewer tokens")
 
     def recorded(self, pair):
-        """The settings a trace records (strict JSON: the stopping predicate and end-of-text ids stay out)."""
+        """The settings a trace records (strict JSON: the stopping predicate and end-of-text ids stay out), with the
+        pair's precision: what ran and where its weights came from (precision.py)."""
         record = dict(rule=self.rule, alpha=self.alpha, gamma=self.gamma, temperature=self.temperature,
                       seed=self.seed, details=self.details, sequential=self.sequential,
                       max_new_tokens=self.max_new_tokens, chat=self.chat, pair=pair.name,
-                      alpha_range=RULES[self.rule].alpha_range)
+                      precision=pair.precision, alpha_range=RULES[self.rule].alpha_range)
         if self.min_new_tokens:
             record["min_new_tokens"] = self.min_new_tokens
         if self.reproducible:

@@ -11,9 +11,11 @@ or, with an EAGLE-3 head (a draft that reads the target's hidden states) instead
 
 Extra arguments: ``draft_head`` (a Hub id or folder of an EAGLE-3 head for the target, in place of
 ``assistant_model``), ``alpha``, ``deferral`` (a rule of the engine, default v3), ``gamma`` (draft block length;
-defaults to ``num_assistant_tokens`` as passed, or 4) and ``seed`` (defaults to a draw from torch's global
-generator, so ``torch.manual_seed`` makes runs repeatable). Everything else is read the way ``generate`` reads
-it, by ``generate`` itself: the lengths (``max_new_tokens``, ``max_length``, ``min_new_tokens``,
+defaults to ``num_assistant_tokens`` as passed, or 4), ``seed`` (defaults to a draw from torch's global
+generator, so ``torch.manual_seed`` makes runs repeatable) and ``precision`` (the Linear layers' weights on the CPU:
+"fp32", the models as passed, by default; "bf16", "int8", "int8-fp32", or "auto", timed on this machine once: the
+target and the draft are converted in place and stay so; see precision.py). Everything else is read the way
+``generate`` reads it, by ``generate`` itself: the lengths (``max_new_tokens``, ``max_length``, ``min_new_tokens``,
 ``min_length``), ``eos_token_id``, ``pad_token_id``, ``stopping_criteria`` and ``stop_strings``, ``streamer``
 (the prompt, then every token as its block is verified) and ``return_dict_in_generate``. A batch keeps its
 layout (left padding included: ``output[:, input_ids.shape[1]:]`` are the new tokens, finished rows padded
@@ -29,7 +31,9 @@ from transformers.generation import (EosTokenCriteria, GenerateDecoderOnlyOutput
 
 from cascade_core.engine import finish, mapped, one_run, solo, stream_lanes
 from cascade_core.head import load_head
+from cascade_core.kernels import verdicts_path
 from cascade_core.pair import make_pair
+from cascade_core.precision import AUTO, apply_precision, check_precision
 
 # Settings that reshape p and q before sampling. The cascade samples from temperature-scaled p and q only, so
 # these are refused when a call sets them, and named in a warning when the model's generation config does.
@@ -48,9 +52,10 @@ NATIVE_STOPS = (MaxLengthCriteria, EosTokenCriteria)
 def generate(model, inputs=None, generation_config=None, logits_processor=None, stopping_criteria=None,
              prefix_allowed_tokens_fn=None, synced_gpus=None, assistant_model=None, streamer=None,
              negative_prompt_ids=None, negative_prompt_attention_mask=None, alpha=0.3, deferral="v3", gamma=None,
-             seed=None, draft_head=None, **kwargs):
+             seed=None, draft_head=None, precision="fp32", **kwargs):
     """``model.generate`` with a speculative cascade: checks what the cascade cannot honour, then lets
     transformers' own ``generate`` prepare every setting and call ``cascade`` to decode."""
+    check_precision(precision)
     if assistant_model is None and draft_head is None:
         raise ValueError("assistant_model: speculative cascades need a draft; pass assistant_model=<a draft model> "
                          "or draft_head=<an EAGLE-3 head's Hub id or folder>")
@@ -87,6 +92,7 @@ def generate(model, inputs=None, generation_config=None, logits_processor=None, 
         raise ValueError(f"streamer: streams one row, as transformers' streamers do; got a batch of {rows.shape[0]}")
     draft = assistant_model if draft_head is None else head_for(model, draft_head)
     pair = make_pair("custom_generate", model, draft, tokenizer)
+    apply_precision(pair, precision, verdicts_path() if precision == AUTO and model.device.type == "cpu" else None)
     decode = functools.partial(cascade, pair=pair, streamer=streamer, alpha=alpha, deferral=deferral,
                                gamma=gamma if gamma is not None else passed.get("num_assistant_tokens", 4), seed=seed)
     return GenerationMixin.generate(model, inputs, generation_config, stopping_criteria=stopping_criteria,

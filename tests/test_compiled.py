@@ -43,7 +43,7 @@ def test_the_cli_and_the_app_offer_the_compiled_path(monkeypatch, capsys):
     loaded = []
     monkeypatch.setattr(cli, "load_pair", lambda *a, **kw: loaded.append(kw) or load_pair("tiny"))
     assert cli.main(["run", "--pair", "tiny", "--prompt", "Hi", "--max-new-tokens", "2", "--compile"]) == 0
-    assert loaded == [{"draft": None, "compiled": True}]
+    assert loaded == [{"draft": None, "compiled": True, "precision": "auto"}]
 
 
 def test_the_app_runs_its_default_gamma_auto_on_the_compiled_path_as_a_fixed_gamma(pairs):

@@ -33,7 +33,8 @@ def test_the_export_is_self_contained():
     files = exported_files(REPO_ID)
     names = {Path(name).stem for name in files if name.startswith("custom_generate/") and name.endswith(".py")}
     assert {"generate", "engine", "cached", "rules", "sampling", "pair"} <= names
-    assert not {"models", "kernels", "cli", "hub_export"} & names  # loaders and tools stay home
+    assert not {"models", "cli", "hub_export"} & names  # loaders and tools stay home
+    assert {"precision", "kernels"} <= names  # precision="auto" times the models with kernels' verdicts file
     for name, text in files.items():
         if not name.endswith(".py"):
             continue
