@@ -13,6 +13,7 @@ from app.sandbox import REST, SIZE, START, SandboxHandlers, loaded_position, top
 from app.strategies import StrategiesHandlers
 from cascade_core import RULES, Trace, generate, load_pair
 from cascade_core.explain import dissect
+from same_results import assert_same
 from test_app import TIMING, run_to_end, untimed
 
 
@@ -39,7 +40,8 @@ def test_compare_api_rows_equal_run_api(client):
         alone = Trace.from_json(client.predict(prompt="The cat", rule=row["rule"], alpha=row.get("alpha", 0.0),
                                                **settings, api_name="/run"))
         assert trace["tokens"] == alone.tokens and trace["sources"] == alone.sources
-        assert {k: v for k, v in trace["stats"].items() if k not in TIMING} == untimed(alone.stats)
+        # the mean TV to the target is a float of the row's float32 distributions: a batched row's last bits differ
+        assert_same({k: v for k, v in trace["stats"].items() if k not in TIMING}, untimed(alone.stats), "stats")
 
 
 def test_frontier_api_rows(client):
