@@ -212,8 +212,10 @@ def look_for_timed(pairs, repeats):
     block = cascades[0].gamma + 1
     return (f"Target alone: {rate_spread(repeats, 0)} tokens/s on the engine's clock (median, and least-most of "
             f"{len(repeats)} repeats), one target token {number(1000 * one, 1)} ms.\n\n"
-            f"| v3, alpha 0.5, with | tokens/s: median (least-most) | against the target alone: measured · priced "
-            f"(every tab's) | one draft call · a verification of {block} tokens, in target tokens | acceptance |\n"
+            "Each row: v3 at alpha 0.5 with one draft; its tokens/s as above; against the target alone, the measured "
+            "ratio and the priced speed-up every tab shows; one draft call, and a verification of "
+            f"{block} tokens in target tokens.\n\n"
+            "| draft | tokens/s | measured · priced | draft call · verification | acceptance |\n"
             "|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n" + "\n".join(notes) +
             (f"\n- {doubt}" if doubt else "") + "\n- A draft much cheaper than its target whose tokens are kept "
             "often, and a verification that costs about one target token (a large target on a GPU), are what make a "
@@ -305,8 +307,10 @@ def look_for_why(pairs, repeats):
              f"| {percent(t.stats['acceptance_rate'])} · {number(s['target_nll'], 2)} |"
              for i, (name, t, s) in enumerate(zip(WHY_ROWS, traces, stats))]
     doubt = why_doubt(pairs, repeats)
-    return ("| decoding | tokens/s on the engine's clock: median (least-most) | against the target alone: measured · "
-            "priced (every tab's) | target calls · tokens per call | acceptance · target NLL |\n"
+    return ("Tokens/s on the engine's clock (its calls and work, not the page's): the median and least-most of "
+            f"{len(repeats)} repeats; against the target alone: the measured ratio and the priced speed-up every tab "
+            "shows.\n\n| decoding | tokens/s | measured · priced | target calls · tokens per call | acceptance · "
+            "target NLL |\n"
             "|---|---|---|---|---|\n" + "\n".join(lines) +
             (f"\n\n{doubt}" if doubt else "") + f"\n\n{blocks_compared(*traces[1:])}\n\n"
             f"Here a draft call cost {number(prices.c, 2)} of a target token ({number(1000 * prices.draft, 1)} ms "

@@ -16,7 +16,7 @@ RULE_COLOURS = {"lossless": "#000000", "lossy": "#999999", "chow": "#E69F00", "d
                 "v1": "#F0E442", "v2": "#CC79A7", "v3": "#0072B2", "bild": "#D55E00", "fuzzy": "#882255",
                 "judge": "#117733", "target": "#444444", "draft": "#BBBBBB"}
 X_AXES = {"calls": "target calls per token (lower is cheaper)",
-          "speedup": "speed-up over the target alone (measured calls)",  # every tab's: costs.speedup_over_target
+          "speedup": "speed-up over the target alone (measured)",  # every tab's: costs.speedup_over_target
           "at_c": "speed-up at c, set by you (hypothetical)"}  # Leviathan et al.'s (2023) estimate at that c
 QUALITY = {"tv_to_target": "mean TV to the target (0 = the target's distribution; exact, from the trace)",
            "rouge_l": "ROUGE-L F1 (higher is better)", "exact_match": "exact match (higher is better)",

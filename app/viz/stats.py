@@ -10,6 +10,7 @@ ROWS = (
     ("deferral_rate", "deferral rate", "{:.1%}"),
     ("cost_ratio", "draft call / target call in this run (a target call verifies a block)", "{:.2f}"),
     ("wall_seconds", "wall time", "{:.2f} s"),
+    ("engine_seconds", "the engine's own time (its calls and work, not the page's streaming)", "{:.2f} s"),
     ("tokens_per_second", "tokens / s", "{:.1f}"),
 )
 
