@@ -89,9 +89,17 @@ def rule_changed(rule, alpha):
     return gr.update(**alpha_slider_props(rule, alpha)), rule_info(rule)
 
 
-def run_defaults(max_new_tokens, auto_gamma=False):
-    """The defaults of ``run_controls``' fields (a tab's link fields): gamma 4 (or 0, "auto"), T 0.7, seed 0."""
-    return dict(gamma=0 if auto_gamma else 4, temperature=0.7, seed=0, max_new_tokens=max_new_tokens)
+# One set of run defaults for every tab and its API: T 0.7, seed 0, 64 new tokens (a row of Compare at Explore's
+# rule and alpha is then Explore's text), and gamma "auto" where a tab's runs choose each block's length (Explore,
+# Strategies), FIXED_GAMMA where a tab prices all its rows at one block length (Compare, the Trade-off).
+RUN_DEFAULTS = dict(temperature=0.7, seed=0, max_new_tokens=64)
+FIXED_GAMMA = 4
+
+
+def run_defaults(auto_gamma=False):
+    """The defaults of ``run_controls``' fields (a tab's link fields): RUN_DEFAULTS, gamma FIXED_GAMMA or 0 ("auto",
+    ``auto_gamma``)."""
+    return dict(gamma=0 if auto_gamma else FIXED_GAMMA, **RUN_DEFAULTS)
 
 
 def draft_control(value, elem_id, choices=DRAFT_CHOICES):

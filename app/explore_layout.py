@@ -144,7 +144,7 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     wire(handlers, c, o, run_state, settings, view)
     fields = {name: c[name] for name in ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed",
                                          "max_new_tokens", "reproducible")}
-    linked = explore_linked(fields, c["rule_text"])
+    linked = explore_linked(fields, c["rule_text"], c["advanced"])
     opened = [c[name] for name in ("prompt", "draft", "rule", "alpha", "rule_text", "gamma", "temperature",
                                    "max_new_tokens", "seed")]
     return Explore(handlers, settings, view, run_state, opened, linked)
@@ -153,11 +153,13 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
 REPRODUCIBLE_MEANING = "decode alone, bitwise the solo run"
 
 
-def explore_linked(fields, rule_text):
-    """What a link sets on Explore: the run fields and ``reproducible``, into these controls."""
+def explore_linked(fields, rule_text, advanced):
+    """What a link sets on Explore: the run fields and ``reproducible``, into these controls (opening the advanced
+    settings where it sets one of them)."""
     return Linked("explore", {name: field.value for name, field in fields.items()}, "run", tuple(RULES),
                   auto_gamma=True, fields=fields, rule_text=rule_text,
-                  parsers=dict(reproducible=lambda text: flag(text, "reproducible", REPRODUCIBLE_MEANING)))
+                  parsers=dict(reproducible=lambda text: flag(text, "reproducible", REPRODUCIBLE_MEANING)),
+                  folded=advanced, folded_names=("seed", "reproducible"))
 
 
 def run_controls():
@@ -193,7 +195,7 @@ def settings_controls(handlers, pair_spec, public, prompt, o):
                                     label="max new tokens", elem_id="max-new-tokens")
     gr.Examples([[text] for text in example_prompts()], inputs=[prompt], label="Examples")
     with gr.Accordion("Advanced settings: pair, chat template, seed, reproducible, cost ratio", open=False,
-                      elem_id="advanced"):
+                      elem_id="advanced") as c["advanced"]:
         c["pair"] = gr.Dropdown(choices, value=pair_spec, label="Model pair (draft -> target)",
                                 allow_custom_value=not public, elem_id="pair",
                                 info="hub ids or local folders as 'draft -> target'" if not public

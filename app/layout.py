@@ -58,11 +58,12 @@ def build_app(pair_spec=None, public=None, pairs=None):
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
                     "decision apart in the **Sandbox**, put four **Strategies** on one clock, or **Learn** the rules "
-                    "in eight short lessons.")
+                    "in eight short lessons.", elem_id="intro")
         share = share_row()
         tabs, linked = build_tabs(handlers, pair_spec, public, share)
         share["lessons"].click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
         wire_links(demo, linked, tabs, share)
+        demo.load(None, js=CARRY_PROMPT_JS)
 
         def forget_session(request: gr.Request):
             """A closed page: free its session's state (its runs) now rather than when it has been idle for hours."""
@@ -142,6 +143,29 @@ def wire_links(demo, linked, tabs, share):
                            js="() => window.location.search", **QUEUED_INSTANT).then(
         None, share["press"], share["press"], js=PRESS_JS)
     share["copy"].click(None, js=COPY_TAB_ON_SCREEN_JS)
+
+
+# One prompt across the tabs: a tab opened by a click gets the prompt of the tab left (once its box is drawn: a tab
+# drawn later draws it after the click); a link or a lesson that opens a tab sets its own.
+CARRY_PROMPT_JS = """() => {
+  const boxes = ['#prompt', '#compare-prompt', '#tradeoff-prompt', '#strategies-prompt'];
+  const shown = () => boxes.map((id) => document.querySelector(id + ' textarea'))
+    .find((box) => box && box.offsetParent !== null);
+  document.querySelector('#tabs')?.addEventListener('click', (event) => {
+    const tab = event.target.closest('[role="tab"]');
+    const left = shown();
+    if (!tab || tab.closest('#lessons') || !left) return;
+    const text = left.value;
+    let tries = 0;
+    const carry = () => {
+      const box = shown();
+      if (box && box !== left) {
+        if (box.value !== text) { box.value = text; box.dispatchEvent(new Event('input', {bubbles: true})); }
+      } else if (tries++ < 50) setTimeout(carry, 100);
+    };
+    setTimeout(carry, 0);
+  }, true);
+}"""
 
 
 def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=False, quiet=False,

@@ -41,6 +41,8 @@ class Linked:
     rule_text: object = None
     view: object = None
     parsers: dict = field(default_factory=dict)  # the tab's own fields: name -> (link text -> value, or ValueError)
+    folded: object = None  # a closed accordion holding some of ``fields``, opened by a link that sets one of them
+    folded_names: tuple = ()
 
     def default(self, name):
         return self.defaults[name]
@@ -133,6 +135,8 @@ def restored(params, all_linked):
             mine["alpha"], rule_text = rule_changed(rule, mine.get("alpha", other.default("alpha")))
         out += [mine.get(name, gr.skip()) for name in other.fields]
         out += [rule_text] if other.rule_text is not None else []
+        if other.folded is not None:  # what the link sets is in view
+            out.append(gr.update(open=True) if any(name in mine for name in other.folded_names) else gr.skip())
     if not run:
         return out + [""]
     # a tab drawn later: its button once drawn in this view (an earlier drawing's button may still be on screen)
@@ -148,6 +152,7 @@ def restore_outputs(all_linked, tabs, status, press):
             out.append(linked.view)
         else:
             out += list(linked.fields.values()) + ([linked.rule_text] if linked.rule_text is not None else [])
+            out += [linked.folded] if linked.folded is not None else []
     return out + [press]
 
 

@@ -53,7 +53,7 @@ def loaded_position(run, index):
     labels, q, p, rest = top_tokens(pos)
     return dict(index=index, labels=labels, q=q, p=p, rest=rest, temperature=settings["temperature"],
                 rule=settings["rule"], alpha=settings["alpha"], accept_prob=pos["accept_prob"],
-                source=pos["source"], proposal=pos["proposal_text"])
+                source=pos["source"], proposal=pos["proposal_text"], position=pos)
 
 
 def still_loaded(loaded, labels, q, p):
@@ -99,17 +99,29 @@ class SandboxHandlers:
 
     @staticmethod
     def load(run, index):
-        """Explore's run, position index: its vocabulary and its q and p on the sliders, and the loaded state."""
+        """Explore's run, position index: its vocabulary and its q and p on the sliders, the loaded state, and the
+        run's rule and alpha (the slider following the rule, with its explanation)."""
         if run is None or index is None or not 0 <= int(index) < len(run.trace.positions):
             gr.Warning("Run something in Explore first, then give one of its token positions.")
-            return [gr.skip()] * (3 * SIZE + 1)
+            return [gr.skip()] * (3 * SIZE + 4)
         pos = run.trace.positions[int(index)]
         if not pos["top_q"] or not pos["top_p"]:
             gr.Warning("That token has only one model's distribution: it comes from a baseline run, or it is the "
                        "target's own token (gamma auto's floor), where the draft proposed nothing.")
-            return [gr.skip()] * (3 * SIZE + 1)
+            return [gr.skip()] * (3 * SIZE + 4)
         loaded = loaded_position(run, int(index))
-        return loaded["labels"] + loaded["q"] + loaded["p"] + [loaded]
+        return (loaded["labels"] + loaded["q"] + loaded["p"] + [loaded, loaded["rule"]] +
+                list(rule_changed(loaded["rule"], loaded["alpha"])))
+
+    @staticmethod
+    def stale(run, loaded):
+        """A line under Load where Explore's run no longer holds the loaded position (it has run again since)."""
+        index = None if loaded is None else loaded["index"]
+        if index is None or run is not None and index < len(run.trace.positions) and \
+                run.trace.positions[index] == loaded["position"]:
+            return ""
+        return (f'<p class="warning">⚠️ Explore has run again since this position was loaded: these are the numbers '
+                f"of token #{index} of the run before. Load again for the run now shown.</p>")
 
     @raises_for_client
     def api_sandbox(self, q: list, p: list, rule: str = "v3", alpha: float = 0.3) -> str:
@@ -166,6 +178,7 @@ def build_sandbox(handlers, explore, values):
             with gr.Row():
                 position = gr.Number(None, precision=0, label="Explore token #", min_width=100, elem_id="sandbox-position")
                 load = gr.Button("Load q and p from Explore's run", elem_id="sandbox-load")
+            stale = gr.HTML("", elem_id="sandbox-stale")
         with gr.Column(scale=2):
             # drawn here, not by a load event: that would fetch plotly's 4.6 MB script before the tab is ready
             figure, explanation, _ = handlers.update(values["rule"], alpha.value, *labels, *q, *p)
@@ -183,8 +196,12 @@ def build_sandbox(handlers, explore, values):
     rule.input(rule_changed, [rule, alpha], [alpha, rule_text], **INSTANT).then(
         handlers.update_loaded, everything, outputs, **live)
     # the State is set through the queue (a State set outside it fires nothing, and the update reads it next)
-    load.click(handlers.load, [explore.run_state, position], [*cells[0], *cells[1], *cells[2], loaded],
-               **QUEUED_INSTANT).then(handlers.update_loaded, everything, outputs, **live)
+    load.click(handlers.load, [explore.run_state, position],
+               [*cells[0], *cells[1], *cells[2], loaded, rule, alpha, rule_text],
+               **QUEUED_INSTANT).then(handlers.update_loaded, everything, outputs, **live).then(
+        handlers.stale, [explore.run_state, loaded], stale, **INSTANT)
+    # the answer in Explore changes with every run: the loaded position is marked when it is no longer its run's
+    explore.view[1].change(handlers.stale, [explore.run_state, loaded], stale, trigger_mode="always_last", **INSTANT)
     return dict(rule=rule, alpha=alpha,
                 tokens=LinkField(cells[0], lambda *labels: json.dumps(list(labels), ensure_ascii=False)),
                 q=LinkField(cells[1], lambda *q: ",".join(f"{v:g}" for v in q)),

@@ -440,7 +440,7 @@ def test_the_run_shown_is_marked_while_a_control_does_not_match_it(handlers):
     run = run_to_end(handlers).run
     assert ExploreHandlers.settings_note(run, *SETTINGS.values()) == ""
     assert ExploreHandlers.settings_note(None, *SETTINGS.values()) == ""
-    for change, words in ((dict(draft="head"), "pair and draft tiny (now head -&gt; tiny)"),
+    for change, words in ((dict(draft="head"), "draft model (now head)"),
                           (dict(alpha=0.8), "alpha 0.50 (now 0.80)"), (dict(prompt="Other"), "another prompt"),
                           (dict(seed=3), "seed 0 (now 3)"), (dict(chat=False), "chat template on (now off)"),
                           (dict(gamma=0), "gamma 4 (now auto)"), (dict(pair="model -> tiny"), None)):
@@ -455,7 +455,7 @@ def test_the_run_shown_is_marked_while_a_control_does_not_match_it(handlers):
 def test_a_regeneration_says_what_it_applies_and_a_stopped_run_waits_for_continue(handlers):
     run = run_to_end(handlers).run
     *_, last = handlers.regenerate(run, *{**SETTINGS, "draft": "head", "seed": 2}.values())
-    assert last.status.startswith("Done") and "for the new pair and draft, seed" in last.status
+    assert last.status.startswith("Done") and "for the new draft, seed" in last.status
     assert last.run.pair_spec == "head -> tiny"
     views = handlers.run(*SETTINGS.values())
     partial = next(v for v in views if isinstance(v.run, Run)).run

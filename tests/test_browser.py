@@ -53,8 +53,12 @@ def page(tiny_app_url):
         yield page
 
 
+# A token's provenance class, without the marks beside it: a near-tie, the inspected token, a decision that flips
+PROVENANCE = "e => e.className.replace('tok ', '').replace(/ (near-tie|selected|decided-otherwise)/g, '')"
+
+
 def token_classes(page):
-    return page.eval_on_selector_all("#answer .tok", "els => els.map(e => e.className.replace('tok ', '').replace(' near-tie', ''))")
+    return page.eval_on_selector_all("#answer .tok", f"els => els.map({PROVENANCE})")
 
 
 def wait_until_done(page):
@@ -141,9 +145,8 @@ def test_rule_change_moves_the_slider_and_reruns(page):
     """Runs after the test above (same page): alpha is NEW_ALPHA there."""
     expected = generate(load_pair("tiny"), PROMPT, **{**RUN, "rule": "chow", "alpha": NEW_ALPHA})
     choose_rule(page, "chow")
-    page.wait_for_function("""expected => JSON.stringify([...document.querySelectorAll('#answer .tok')]
-        .map(e => e.className.replace('tok ', ''))) === JSON.stringify(expected)""", arg=expected.sources,
-                           timeout=30000)
+    page.wait_for_function(f"""expected => JSON.stringify([...document.querySelectorAll('#answer .tok')]
+        .map({PROVENANCE})) === JSON.stringify(expected)""", arg=expected.sources, timeout=30000)
     assert "max q < 1 - alpha" in page.inner_text("#rule-info")
 
     choose_rule(page, "opt")

@@ -25,7 +25,9 @@ def linked():
                       alpha=gr.Slider(0, 1, value=0.5), gamma=gr.Slider(1, 16, value=4),
                       temperature=gr.Slider(0, 2, value=0.7), seed=gr.Number(0), max_new_tokens=gr.Slider(1, 1024, value=64))
         fields["reproducible"] = gr.Checkbox(False)
-        explore = explore_linked(fields, gr.Markdown())
+        with gr.Accordion("Advanced settings", open=False) as advanced:
+            pass
+        explore = explore_linked(fields, gr.Markdown(), advanced)
         others = [sandbox_linked(), learn_linked(), tradeoff_linked("model"), strategies_linked("model"),
                   compare_linked("model")]
         for other in others:
@@ -130,6 +132,10 @@ def test_restored_outputs_match_their_components_and_the_slider_follows_the_rule
     assert values[-1] == "#run" and values[0].selected == "explore"
     plain = restored({}, linked)
     assert plain[1] == "" and all(isinstance(v, type(gr.skip())) for v in plain[:1] + plain[2:-1])
+    # a link setting one of the advanced settings opens them, so that what it set is in view
+    folded = outputs.index(linked[0].folded)
+    assert restored(dict(tab="explore", seed="7"), linked)[folded]["open"] is True
+    assert values[folded] == gr.skip()
 
 
 def test_a_tab_drawn_later_gets_the_links_view_and_its_run_waits_for_that_drawing(linked):

@@ -106,21 +106,23 @@ def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover
     statistic, limit = (_numbers(form and form[k] for form in forms) for k in (1, 2))
     shown = shown_sources(sources, rule, first_changed)
     infinite = np.isinf(statistic)
+    top = None
     if infinite.any():  # the KL judge's confidence mask: a* inf, drawn as triangles above the finite numbers
         top = np.nanmax(np.concatenate([statistic[~infinite], limit[np.isfinite(limit)], [1.0]])) * 1.1
         fig.add_trace(go.Scatter(x=x[infinite], y=np.full(int(infinite.sum()), top), mode="markers", yaxis="y",
-                                 name=f"{label} = inf", customdata=hover[infinite],
-                                 hovertemplate=f"#%{{x}} %{{customdata}}<br>{label} = inf: defers at every alpha"
-                                               "<extra></extra>",
+                                 name=f"{label} = inf", hoverinfo="skip",
                                  marker=dict(symbol="triangle-up", size=10, color="#333")))
+    # the markers are drawn a trace per provenance (each its legend entry) and say nothing on hover: a hover over
+    # all positions says it (``_statistic_hover``), so that one x's hover reads one position's numbers
     for source in dict.fromkeys(shown):
         at = np.array([s == source for s in shown]) & ~np.isnan(statistic)  # NaN: no statistic (the floor's)
         if not at.any():
             continue
         fig.add_trace(go.Scatter(x=x[at], y=statistic[at], name=f"{label}, {source.replace('-', ' ')}",
-                                 mode="markers", yaxis="y", customdata=hover[at], hovertemplate=template,
+                                 mode="markers", yaxis="y", hoverinfo="skip",
                                  marker=dict(color=COLOURS[source], symbol=SYMBOLS[source], size=7,
                                              line=dict(color="#333", width=0.5))))
+    fig.add_trace(_statistic_hover(x, statistic, top, label, shown, hover))
     # the threshold as a tick per position: the rule defers where the marker sits below its tick
     fig.add_trace(go.Scatter(x=x, y=limit, name=f"threshold: {formula}", yaxis="y", mode="markers",
                              marker=dict(symbol="line-ew", size=10, line=dict(color="#000", width=2)),
@@ -129,6 +131,22 @@ def _threshold_traces(fig, layout, forms, sources, rule, first_changed, x, hover
     layout["yaxis"] = dict(scale, domain=STEP_PANELS["y"])
     verb = "above" if RULES[rule].defers_above else "below"
     return f"Per step: {rule} defers where {label}<br>is {verb} its threshold {formula}"
+
+
+def _statistic_hover(x, statistic, top, label, shown, hover):
+    """An invisible point at every position of the upper panel, saying its token, its statistic (inf where the
+    judge's mask defers at every alpha, a dash where nothing was proposed) and its provenance: the step figure's
+    hover is one x at a time ("x unified"), which takes from each trace its point nearest that x, so a trace with
+    gaps (one provenance's markers) answered with a neighbour's numbers."""
+    finite = np.isfinite(statistic)
+    y = np.where(finite, statistic, np.where(np.isinf(statistic), top if top is not None else 1.0, 0.0))
+    said = _strings([number(v) if np.isfinite(v) else "inf: defers at every alpha" if np.isinf(v) else
+                     "– (nothing was proposed)" for v in statistic])
+    return go.Scatter(x=x, y=y, name=label, mode="markers", yaxis="y", showlegend=False,
+                      marker=dict(size=7, opacity=0), customdata=np.stack([hover, said, _strings(
+                          [s.replace("-", " ") for s in shown])], axis=-1),
+                      hovertemplate=f"#%{{x}} %{{customdata[0]}} (%{{customdata[2]}})<br>{label} = "
+                                    "%{customdata[1]}<extra></extra>")
 
 
 def critical_alpha_figure(positions, sources, rule, alpha, axis_range, first_changed=None):

@@ -17,7 +17,8 @@ LEGEND = {
     "accepted": "the rule did not defer: the draft's token, verified and kept with probability 1",
     "deferred": "the target checked the draft's token and kept it",
     "replaced": "the target's correction",
-    "will-change": "regenerated when you release the slider",
+    "will-change": "may change: regenerated when you let go of the control (from the first grey token on)",
+    "decided-otherwise": "the rule's own test goes the other way here at the new setting (alpha crossed a*)",
 }
 # A baseline's tokens come from one model alone: the engine records them as always (target) or never (draft)
 # deferred, but nothing was checked or kept, so they are shown under a label of their own.
@@ -30,9 +31,10 @@ TAB_MARK = '<span class="ws">→</span>\t'
 
 def legend_html(rules=(), regenerates=True, sources=()):
     """The provenance legend: the cascade's labels, a baseline's own for the baselines among ``rules`` (and
-    target-only where ``sources`` hold gamma "auto"'s floor), and "will change" where alpha's slider can grey tokens
-    (``regenerates``)."""
-    entries = {name: text for name, text in LEGEND.items() if regenerates or name != "will-change"}
+    target-only where ``sources`` hold gamma "auto"'s floor), and "will change" and "decided otherwise" where alpha's
+    slider can grey and outline tokens (``regenerates``)."""
+    entries = {name: text for name, text in LEGEND.items()
+               if regenerates or name not in ("will-change", "decided-otherwise")}
     shown = {BASELINE_SOURCES[r] for r in rules if r in BASELINE_SOURCES} | {shown_source(None, s) for s in sources}
     entries.update({name: text for name, text in BASELINE_LEGEND.items() if name in shown})
     items = "".join(f'<span class="legend-item"><span class="tok {name}">{name.replace("-", " ")}</span> '
@@ -87,24 +89,36 @@ def tooltip(index, pos, source, rule):
     return "\n".join(lines)
 
 
-def token_span(index, pos, source, rule, extra_class="", width=None):
-    """One token with its hover card; ``width`` (in characters) lines tokens up in columns (Compare's rows)."""
+def token_span(index, pos, source, rule, extra_class="", width=None, tabindex=None, special=False):
+    """One token with its hover card; ``width`` (in characters) lines tokens up in columns (Compare's rows);
+    ``tabindex``: focusable by keyboard (0: the token Tab reaches, -1: one the arrow keys reach); ``special``: a
+    special token (end of turn, end of text), kept as a mark with its card but not as text."""
     style = "" if width is None else f' style="min-width:{width}ch"'
     source = shown_source(rule, source)
     extra_class += " near-tie" if pos.get("near_tie") else ""
-    return (f'<span class="tok {source}{extra_class}"{style} data-pos="{index}" '
-            f'data-tip="{html.escape(tooltip(index, pos, source, rule))}">{token_text_html(pos["text"])}</span>')
+    extra_class += " special" if special else ""
+    focus = "" if tabindex is None else f' tabindex="{tabindex}"'
+    text = "" if special else token_text_html(pos["text"])
+    return (f'<span class="tok {source}{extra_class}"{style} data-pos="{index}"{focus} '
+            f'data-tip="{html.escape(tooltip(index, pos, source, rule))}">{text}</span>')
 
 
-def tokens_html(positions, sources, rule, first_changed=None, running=False, note=""):
+def tokens_html(positions, sources, rule, first_changed=None, running=False, note="", special=frozenset(),
+                selected=None, focusable=False, decides=frozenset()):
     """All tokens; from ``first_changed`` on they are greyed as 'will change' (that one also marked as
-    the first flip). ``sources`` are the provenances under the displayed (rule, alpha)."""
+    the first flip), the positions in ``decides`` outlined (the rule's own test goes the other way there).
+    ``sources`` are the provenances under the displayed (rule, alpha); ``special``: the token ids shown as a mark,
+    not as text; ``selected``: the inspected position; ``focusable``: one token in the page's Tab order (the
+    selected one, else the first), the others reached with the arrow keys (Explore's script)."""
     spans = []
+    focused = selected if selected is not None and 0 <= selected < len(positions) else 0
     for i, (pos, source) in enumerate(zip(positions, sources)):
+        extra = " selected" if i == selected else ""
         if first_changed is not None and i >= first_changed:
-            spans.append(token_span(i, pos, "will-change", rule, " flip" if i == first_changed else ""))
-        else:
-            spans.append(token_span(i, pos, source, rule))
+            source = "will-change"
+            extra += (" flip" if i == first_changed else "") + (" decided-otherwise" if i in decides else "")
+        spans.append(token_span(i, pos, source, rule, extra, tabindex=(0 if i == focused else -1) if focusable else None,
+                                special=pos.get("token") in special))
     if not positions and not running:
         return '<div class="tokens empty-answer">Run the cascade to see its tokens here.</div>'
     if running:
@@ -117,9 +131,10 @@ def tokens_html(positions, sources, rule, first_changed=None, running=False, not
 
 def inspector_html(index=None, pos=None, explanation="", note="", rule=None):
     """The inspector's words for a clicked token, every piece of text escaped: a token is shown as its literal
-    text, never as markup; its provenance under the label the token view shows for ``rule``."""
+    text, never as markup; its provenance under the label the token view shows for ``rule``. Without a token:
+    ``note``, or how to inspect one."""
     if pos is None:
-        return '<div class="inspector-text"><em>Click a token to inspect it.</em></div>'
+        return f'<div class="inspector-text"><em>{html.escape(note or "Click a token to inspect it.")}</em></div>'
     heading = (f"<strong>Token #{index}</strong> <code>{html.escape(token_repr(pos['text']))}</code>, "
                f"{html.escape(shown_source(rule, pos['source']).replace('-', ' '))}, block {pos['block']}.")
     note = f" <em>({html.escape(note)})</em>" if note else ""
