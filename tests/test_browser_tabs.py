@@ -46,7 +46,7 @@ def test_tradeoff(page):
     page.wait_for_function(TAB_DONE.format(id="tradeoff-status"), timeout=120000)
     page.wait_for_selector("#tradeoff-plot .js-plotly-plot")
     assert page.locator("#tradeoff-plot .legendtext:has-text('Pareto front (least TV at each cost)')").count() == 1
-    assert "mean TV to the target" in page.inner_text("#tradeoff-plot .ytitle")
+    assert "mean TV to the target" in page.text_content("#tradeoff-plot .ytitle")
     page.screenshot(path=SCREENSHOTS / "tiny-tradeoff.png", full_page=True)
     page.click("#tradeoff-quality label:has-text('target NLL')")  # a diagnostic: no front
     page.wait_for_function("() => document.querySelector('#tradeoff-plot .ytitle').textContent.includes('NLL')")
