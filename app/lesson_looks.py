@@ -90,7 +90,7 @@ OPT_ANSWER = ("**The rule says:** at the same confidence gap max p - max q and a
               "(Lemma 3), and alpha * TV is the price of that rejection. Across a run's positions the gap and TV are "
               "tied (at T = 1, |max p - max q| <= TV, and a position with TV = 0 has p = q and never defers), a "
               "large-TV position still defers when its gap is larger still, and diff ignores TV, so this run's TV "
-              "columns mix these effects and may show the opposite. The decision map below shows the rule: each of "
+              "columns mix these effects and may show the opposite. The decision map above shows the rule: each of "
               "opt's positions is a "
               "point (TV, max p - max q); opt defers above its line max p - max q = alpha * TV, which rises with TV, "
               "and diff above its flat line max p - max q = alpha (dashed).")
@@ -366,7 +366,7 @@ def held_derivation(pair, traces):
 def look_for_derivation(pair, traces):
     trace = traces[-1]
     return ("Two positions of this run, in the steps' terms:\n\n" + live_numbers(trace, trace.settings["alpha"]) +
-            "\n\nThe decision map below places every position: opt's own decisions (alpha < a*) fall above its line "
+            "\n\nThe decision map above places every position: opt's own decisions (alpha < a*) fall above its line "
             "max p - max q = alpha TV and below it, never across.")
 
 
