@@ -39,7 +39,9 @@ def lane(name, traces, extra=None, pair=None):
     calls, offset, seconds = [], 0.0, 0.0
     for trace in traces:
         calls += [[role, start + offset, end + offset] for role, start, end in trace.counters.get("timeline", [])]
-        offset += trace.counters["wall_seconds"]  # prefill included
+        # prefill included; the calls' clock starts when the batch's cache was made, which can be a little before the
+        # row's own (batch.py's started), so a lane spans whichever ends later
+        offset += max([trace.counters["wall_seconds"]] + [end for _, _, end in trace.counters.get("timeline", [])])
         seconds += trace.stats["engine_seconds"] or 0.0
     final = traces[-1]
     rule = final.settings["rule"]
