@@ -8,6 +8,8 @@ import inspect
 import gradio as gr
 from gradio.components.api_component import Api
 
+from .api_order import check_order
+
 
 def api_parameters(fn):
     """(name, default or inspect.Parameter.empty) of each value an endpoint takes, in order (gr.Request aside)."""
@@ -29,13 +31,15 @@ def completed(name, parameters, inputs):
 
 
 def accept_raw_calls(demo):
-    """Install ``completed`` for the demo's API endpoints (gr.api's functions: every input an Api component)."""
+    """Install ``completed`` for the demo's API endpoints (gr.api's functions: every input an Api component),
+    after ``check_order`` (app/api_order.py: a call in an endpoint's old order is refused, not misread)."""
     validate = demo.validate_inputs
 
     def validated(block_fn, inputs):
         if isinstance(inputs, list) and block_fn.inputs and all(isinstance(block, Api) for block in block_fn.inputs):
             parameters = api_parameters(block_fn.fn)
             if len(parameters) == len(block_fn.inputs):
+                check_order(block_fn.api_name, [name for name, _ in parameters], inputs)
                 inputs[:] = completed(block_fn.api_name, parameters, inputs)
         return validate(block_fn, inputs)
 

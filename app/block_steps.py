@@ -6,13 +6,15 @@ import time
 import gradio as gr
 
 from cascade_core import replay_steps
+from cascade_core.replay import replay_length
 
 from .options import GENERATING, INSTANT
 from .viz.block import block_html, stages
 from .worker import ENGINE
 
-DIVERGED = ("This replay, decoded alone, parts from the run on the page in this block: a decision there sat within "
-            "the last float bits of its threshold, which a shared batch rounds differently (a near-tie).")
+DIVERGED = ("This replay parts from the run on the page in this block: a decision there sat so near its threshold "
+            "that a shared batch, or the replay's one read of the tokens before the block, rounds it the other way "
+            "(a near-tie).")
 
 
 def build_block_steps(prefix, label="Step through its block"):
@@ -47,10 +49,11 @@ def step_block(shown, step, move):
 
 
 def replay_progress(pair, s, **where):
-    """A replay of the run of ``s`` (AppSettings) to a block (``where``: block= or position=, as replay_steps takes
-    them) on the engine thread, yielding its progress at most once a second; returns the replay."""
+    """A replay of the run of ``s`` (AppSettings) to a block (``where``: block= or position=, and the run's trace
+    as run= where the caller holds it, as replay_steps takes them) on the engine thread, scheduled by the tokens it
+    decodes (replay_length), yielding its progress at most once a second; returns the replay."""
     steps = ENGINE.iterate(replay_steps(pair, s.prompt, settings=s.for_pair(pair), batches=ENGINE.batches, **where),
-                           s.max_new_tokens)
+                           replay_length(s, where.get("run")))
     shown = time.perf_counter()
     while True:
         try:

@@ -7,9 +7,11 @@ from urllib.parse import parse_qsl
 import gradio as gr
 
 from .api_calls import accept_raw_calls
+from .api_sizes import size_refusal
 from .compare import CompareHandlers, build_compare, compare_linked
 from .explore import ExploreHandlers
 from .explore_layout import build_explore
+from .fair_share import install as install_fair_share, pending_messages
 from .lazy_tabs import add_view_states, lazy_tab
 from .learn import LearnHandlers, build_learn, learn_linked
 from .links import COPY_TAB_ON_SCREEN_JS, PRESS_JS, copy_link_button, restore_outputs, restored
@@ -34,10 +36,9 @@ def default_pair_spec():
 
 
 def unread_messages(demo, session_hash):
-    """How many messages Gradio holds for a session that no client has read: a caller who posted a run and never
-    listens leaves them piling up. Gradio 6 keeps no public count; where its internals differ this is 0."""
-    pending = getattr(getattr(demo, "_queue", None), "pending_messages_per_session", {}).get(session_hash)
-    return pending.qsize() if pending is not None else 0
+    """How many messages Gradio holds for a session that no client has read: a caller who stopped listening leaves
+    them piling up. Gradio 6 keeps no public count; where its internals differ this is 0."""
+    return pending_messages(getattr(demo, "_queue", None), session_hash) or 0
 
 
 def build_app(pair_spec=None, public=None, pairs=None):
@@ -171,9 +172,13 @@ CARRY_PROMPT_JS = """() => {
 def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=False, quiet=False,
            queue_size=QUEUE_SIZE):
     """Launch with the app's stylesheet (Gradio 6 takes CSS at launch), a bounded queue (past queue_size waiting
-    runs a new one is refused at once, "Queue is full! Please try again.", instead of waiting minutes) and a session
-    store that keeps each open page's state (app.sessions)."""
-    launched = demo.queue(default_concurrency_limit=1, max_size=queue_size).launch(
+    calls a new one is refused at once, "Queue is full: ...", instead of waiting minutes) shared fairly between
+    clients (app.fair_share: each client's share of it and of the generating slots, and no call that starts before
+    its caller listens), an API call's prompt its pair cannot hold refused as it is posted (app.api_sizes), and a
+    session store that keeps each open page's state (app.sessions)."""
+    install_fair_share(demo.queue(default_concurrency_limit=1, max_size=queue_size), forwarded=on_space(),
+                       admit=functools.partial(size_refusal, demo))
+    launched = demo.launch(
         server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet, max_threads=WORKER_THREADS,
         css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
     keep_pages(demo)

@@ -71,6 +71,10 @@ class PairCache:
     def loaded(self, spec):
         return normalised(spec) in self._pairs
 
+    def peek(self, spec):
+        """The pair if it is loaded, else None, at once (never loading it, nor waiting for a load under way)."""
+        return self._pairs.get(normalised(spec))
+
     def _lock(self, key):
         with self._guard:
             return self._locks.setdefault(key, threading.Lock())

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from cascade_core import get_rule
 from cascade_core.models import DRAFT_KINDS, KNOWN_DRAFTS, offline_draft, parse_pair, with_draft
+from cascade_core.prompts import check_length
 from cascade_core.settings import (AUTO, MAX_GAMMA, MAX_SEED, RunSettings, check_prompt, gamma_value,
                                    temperature_value, whole_number)
 from cascade_core.values import is_finite_number, shown
@@ -81,7 +82,10 @@ class AppSettings(RunSettings):
         return {name: link_text(value) for name, value in self.to_controls().items()}
 
     def for_pair(self, pair):
-        """These settings as ``pair`` runs them: on the compiled path gamma "auto" is COMPILED_GAMMA."""
+        """These settings as ``pair`` runs them: on the compiled path gamma "auto" is COMPILED_GAMMA. A prompt too
+        long for the pair's context whatever its tokens is refused here, in the handler's thread, before any
+        tokenizer reads it (prompts.check_length; the engine thread never sees it)."""
+        check_length(self.prompt, pair, self.max_new_tokens)
         return replace(self, gamma=COMPILED_GAMMA) if self.gamma == AUTO and pair.compiled else self
 
     def same_text_inputs(self, trace, pair_spec):

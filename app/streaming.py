@@ -72,8 +72,8 @@ def progress_messages(steps, size, progress, result):
 
 def read_or_stopped(messages, unread, request):
     """The texts an API call streams. A caller who disconnects is stopped by Gradio at its next message; one who
-    never reads the stream is stopped here, between two blocks, once more than UNREAD_LIMIT messages wait for it,
-    so neither holds a generation slot."""
+    stops reading the stream (a call starts only once it is read: app/fair_share.py) is stopped here, between two
+    blocks, once more than UNREAD_LIMIT messages wait for it, so neither holds a generation slot."""
     for finished, text in messages:
         if not finished and request is not None and unread(request.session_hash) > UNREAD_LIMIT:
             messages.close()

@@ -14,10 +14,13 @@ Every block replays, so the blocks of a run, concatenated, are its tokens. A blo
 ``target_alone`` holds the target's own token, its tempered p, its bin's lower edge in p's CDF (``below``), the
 draft uniform the draw read, and the reason in one sentence (``target_alone`` is None in every other block).
 """
+from itertools import groupby
+from operator import itemgetter
+
 from .engine import decode, finish
 from .rows import start_row
 from .rules import RULES
-from .settings import RunSettings, whole_number
+from .settings import AUTO, AUTO_GAMMAS, RunSettings, whole_number
 
 FLOOR_REASON = ("gamma \"auto\"'s floor had the target sample this token alone: at the acceptance estimated so far "
                 "(a prior, updated by the run's own proposals), every block length was priced slower than the target "
@@ -48,14 +51,19 @@ def watching(block, position):
 
 
 def replay_steps(pair, prompt=None, *, settings=None, block=None, position=None, prompt_ids=None, batches=None,
-                 **keywords):
+                 run=None, **keywords):
     """Decode the run of ``settings`` (or ``stream``'s keywords) to its block ``block`` (or the block that emitted
     output ``position``), yielding the growing Trace after every block; returns the block in full (see the module
-    docstring). One sentence for a block or position the run never reaches."""
+    docstring). One sentence for a block or position the run never reaches. ``run``: that run's trace where the
+    caller holds it (decoded from its start; finished, or holding ``position``): the replay then decodes the one
+    block alone (``resumed_row``) instead of the run up to it."""
     settings = RunSettings.of(settings, **{**keywords, "reproducible": True})  # alone: its solo run, whoever decodes
     index = check_replayable(settings, block, position)
     block, position = (index, None) if position is None else (None, index)
-    row = start_row(pair, settings, prompt, prompt_ids=prompt_ids)
+    if run is None:
+        row = start_row(pair, settings, prompt, prompt_ids=prompt_ids)
+    else:
+        row, block, position = *resumed_row(pair, settings, run, block, position), None
     row.watch = watching(block, position)
     steps = decode(pair, [row], batches=batches)
     for _ in steps:
@@ -65,10 +73,52 @@ def replay_steps(pair, prompt=None, *, settings=None, block=None, position=None,
             steps.close()  # the row leaves its batch; nothing after the block is decoded
             return replayed(pair, row)
         yield row.trace
-    blocks = row.counters["target_calls"]
+    raise out_of_range(block, position, row.counters["target_calls"], len(row.trace.positions))
+
+
+def replay_length(settings, run=None):
+    """The most tokens a replay decodes, what a server schedules it by: the run up to its block, or one block where
+    it starts from the run's trace (``resumed_row``)."""
+    if run is None:
+        return settings.max_new_tokens
+    return (max(AUTO_GAMMAS) if settings.gamma == AUTO else settings.gamma) + 1
+
+
+def out_of_range(block, position, blocks, tokens):
     asked = f"block={block}" if block is not None else f"position={position}"
-    raise ValueError(f"{asked} is out of range: this run has {blocks} blocks (0 to {blocks - 1}) and "
-                     f"{len(row.trace.positions)} tokens")
+    return ValueError(f"{asked} is out of range: this run has {blocks} blocks (0 to {blocks - 1}) and {tokens} tokens")
+
+
+def resumed_row(pair, settings, run, block=None, position=None):
+    """(the row that replays one block of ``run``, that block's index). The row starts from the run's tokens before
+    the block, read in one prefill instead of decoded again, with the blocks the run took and the acceptance it
+    showed before it (what gamma "auto" chooses from: Row.accepted), so the block it decodes is the run's: the same
+    uniforms (keyed by position), and numbers equal up to rounding, as a prefill rounds differently from the blocks
+    it stands for (in the last float32 bits; by a bfloat16 step where the pair computes in bfloat16 or int8:
+    precision.py), so that only a decision that near its threshold can go the other way. A block or position past
+    the run's end is refused at once."""
+    positions = run.positions
+    if position is not None:
+        block = positions[position]["block"] if position < len(positions) else None
+    start = next((i for i, pos in enumerate(positions) if pos["block"] == block), None)
+    if start is None:
+        raise out_of_range(None if position is not None else block, position,
+                           positions[-1]["block"] + 1 if positions else 0, len(positions))
+    row = start_row(pair, settings, resume=(run, start))
+    row.counters["target_calls"] = block  # a Block's index counts the target's calls: the next is the run's block
+    row.accepted = acceptance(positions[:start])
+    return row, block
+
+
+def acceptance(positions):
+    """[sum, count] of the acceptance probabilities of the proposals kept at ``positions``, block by block as the
+    block loop adds them (a floor block's target-alone token has none)."""
+    total, count = 0.0, 0
+    for _, block in groupby(positions, key=itemgetter("block")):
+        probabilities = [pos["accept_prob"] for pos in block]
+        if probabilities[0] is not None:
+            total, count = total + sum(probabilities), count + len(probabilities)
+    return [total, count]
 
 
 def replayed(pair, row):

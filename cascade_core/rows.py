@@ -2,6 +2,7 @@
 Built before any model call (``start_row``), so a bad setting is refused in one sentence before anything runs."""
 import torch
 
+from .prompts import check_length
 from .rules import RULES
 from .settings import INPUT_FIELDS, TARGET_ALONE, RunSettings, check_prompt
 from .trace import Detokenizer, Trace, resumed
@@ -99,6 +100,7 @@ def start_row(pair, settings, prompt=None, *, prompt_ids=None, resume=None):
     else:
         prefix = []
         if prompt_ids is None:
+            check_length(check_prompt(prompt), pair, settings.max_new_tokens)  # before the tokenizer reads it
             prompt_ids = encode_prompt(pair.tokenizer, prompt, settings.chat)
         prompt_ids = list(prompt_ids)
     settings.check_for(pair, prompt_ids)

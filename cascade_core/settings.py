@@ -4,6 +4,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Callable
 
 from .drafts import check_alone
+from .prompts import blank
 from .rules import RULES, get_rule
 from .values import is_finite_number, shown
 
@@ -46,8 +47,9 @@ def temperature_value(value):
 
 
 def check_prompt(prompt):
-    """The prompt as text the tokenizer can take: a non-empty string without lone surrogates (which invalid
-    UTF-8 in a command line, or a JSON client's escapes, can produce)."""
+    """The prompt as text the tokenizer can take: a string that shows something (not only spaces or invisible
+    characters such as zero-width spaces: prompts.blank), without lone surrogates (which invalid UTF-8 in a command
+    line, or a JSON client's escapes, can produce)."""
     if not isinstance(prompt, str):
         raise ValueError(f"prompt must be text, got {type(prompt).__name__} {shown(prompt)}")
     try:
@@ -55,7 +57,7 @@ def check_prompt(prompt):
     except UnicodeEncodeError as error:
         raise ValueError(f"prompt must be valid Unicode text; character {error.start} is a lone surrogate "
                          f"{prompt[error.start]!r} (invalid UTF-8?)") from None
-    if not prompt.strip():
+    if blank(prompt):
         raise ValueError("the prompt is empty; type something for the models to continue")
     return prompt
 

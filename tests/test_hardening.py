@@ -13,6 +13,7 @@ from gradio_client import Client
 from gradio_client.utils import Status
 
 from app.explore import ExploreHandlers
+from app.fair_share import LISTEN_WAIT
 from app.options import GENERATION_SLOTS
 from app.pairs import PairCache
 from app.viz import figures
@@ -169,30 +170,36 @@ def test_an_abandoned_api_call_stops_generating(counted_app):
     assert strict_loads(Client(url, verbose=False).predict(prompt="next", max_new_tokens=4, api_name="/run"))["tokens"]
 
 
-def test_a_never_read_api_call_stops_generating(counted_app):
+def test_a_never_read_api_call_never_generates(counted_app):
+    """A call starts only once its caller opens its result stream (app/fair_share.py); one never read leaves the
+    queue after LISTEN_WAIT, and a reader who comes later is told why."""
     url, calls = counted_app
+    settle(calls)
     calls.clear()
     body = {"data": ["Once upon a time", "v3", 0.3, 1, 1.0, 1024, 0, ""]}
-    httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10)  # posted; its result stream is never read
-    while not calls:
-        time.sleep(0.05)
-    assert settle(calls) < 300  # stopped after about 3 s unread; a full run needs 512 calls or more
+    event_id = httpx.post(f"{url}gradio_api/call/run", json=body, timeout=10).json()["event_id"]  # never read
+    time.sleep(LISTEN_WAIT + 1.5)
+    assert not calls
+    lines = httpx.get(f"{url}gradio_api/call/run/{event_id}", timeout=10).text.strip().splitlines()
+    assert lines[-2] == "event: error" and "nobody opened this call's result stream" in lines[-1]
 
 
 def test_a_full_queue_answers_at_once(counted_app):
     url, _ = counted_app
-    client = Client(url, verbose=False)
+    # three clients (a client may hold half the slots and a quarter of the queue: app/fair_share.py)
+    clients = [Client(url, verbose=False) for _ in range(3)]
     long = []
-    for _ in range(GENERATION_SLOTS + 2):  # every slot taken, then the queue of 2 filled
+    for i in range(GENERATION_SLOTS + 2):  # every slot taken, then the queue of 2 filled
         # these runs must hold their slots: the fixture's pair never writes end-of-text
-        long.append(client.submit(prompt="Once", max_new_tokens=1024, gamma=1, temperature=1.0, api_name="/run"))
+        long.append(clients[i % 3].submit(prompt="Once", max_new_tokens=1024, gamma=1, temperature=1.0,
+                                          api_name="/run"))
         time.sleep(0.1)  # all of them sent well before the first (over 10 s) ends
     deadline = time.monotonic() + 20  # the queue is full once the last two wait behind every slot's run
     while any(job.status().code != Status.IN_QUEUE for job in long[-2:]) and time.monotonic() < deadline:
         time.sleep(0.1)
     start = time.perf_counter()
     with pytest.raises(Exception, match="Queue is full"):
-        client.predict(prompt="one more", max_new_tokens=4, api_name="/run")
+        Client(url, verbose=False).predict(prompt="one more", max_new_tokens=4, api_name="/run")
     assert time.perf_counter() - start < 10
     start = time.perf_counter()  # work that needs no model never waits for one: /sandbox runs outside the queue
     answer = httpx.post(f"{url}gradio_api/run/sandbox", json={"data": [[1, 1], [1, 3], "lossless", 0.0]}, timeout=10)

@@ -32,10 +32,10 @@ MARKUP = "<img src=x onerror=1><b>b</b> **bold** [link](http://example.com)"
 # The argument order of each API, for calls whose JSON is written by hand.
 FIELDS = {
     "run": ["prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed", "draft"],
-    "compare": ["prompt", "rows", "gamma", "temperature", "seed", "max_new_tokens", "draft"],
-    "frontier": ["prompt", "rules", "alphas", "seed", "gamma", "temperature", "max_new_tokens", "draft"],
+    "compare": ["prompt", "rows", "gamma", "temperature", "max_new_tokens", "seed", "draft"],
+    "frontier": ["prompt", "rules", "alphas", "gamma", "temperature", "max_new_tokens", "seed", "draft"],
     "sandbox": ["q", "p", "rule", "alpha"],
-    "strategies": ["prompt", "rule", "alpha", "threshold", "gamma", "temperature", "seed", "max_new_tokens", "draft"],
+    "strategies": ["prompt", "rule", "alpha", "threshold", "gamma", "temperature", "max_new_tokens", "seed", "draft"],
     "block": ["prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed", "draft", "block"],
 }
 DEFAULTS = dict(prompt="Hi", rule="v3", alpha=0.3, gamma=2, temperature=1.0, max_new_tokens=4, seed=0,
