@@ -75,13 +75,14 @@ import json, sys, time
 import httpx
 url, seconds, rate, address = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 body = {"data": ["flood", "v3", 0.5, 1, 1.0, 1024, 0, ""]}
-statuses, start = {}, time.monotonic()
+statuses, start, refusal = {}, time.monotonic(), None
 with httpx.Client(headers={"X-Forwarded-For": address}, timeout=10) as client:
     for n in range(int(seconds * rate)):  # posted, never read
-        code = client.post(url + "gradio_api/call/run", json=body).status_code
-        statuses[code] = statuses.get(code, 0) + 1
+        answer = client.post(url + "gradio_api/call/run", json=body)
+        statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+        refusal = refusal or (answer.json()["detail"] if answer.status_code == 503 else None)
         time.sleep(max(0.0, start + (n + 1) / rate - time.monotonic()))
-print(json.dumps(statuses))
+print(json.dumps([statuses, refusal]))
 """
 
 
@@ -99,10 +100,12 @@ def test_a_flood_of_unread_calls_leaves_another_clients_calls_at_their_idle_spee
     while flood.poll() is None and len(beside) < 100:
         beside += short_calls(url, 1, seed=100 + len(beside))
     generated = len(calls) - seen
-    statuses = json.loads(flood.communicate(timeout=60)[0])
+    statuses, refusal = json.loads(flood.communicate(timeout=60)[0])
     idle += short_calls(url, 3, seed=200)
     assert len(beside) >= 5, beside
     assert statuses.get("503", 0) > sum(statuses.values()) / 2, statuses  # refused at once, past its share
+    assert refusal == ("This client already has 6 calls waiting, its share of the queue's 24 places; retry when one "
+                       "of them has started")
     admitted = (20 / LISTEN_WAIT + 1) * max(1, QUEUE_SIZE // QUEUE_SHARE)  # its places, each held LISTEN_WAIT
     assert statuses.get("200", 0) <= admitted, statuses
     assert statistics.median(beside) < 3 * statistics.median(idle) and max(beside) < 3 * max(idle), (idle, beside)
