@@ -154,9 +154,10 @@ class ExploreHandlers:
         process (on ZeroGPU the run itself is in a forked GPU process): a newer run of the same page takes the view
         once it streams, and the one it replaces ends without a word, but a regeneration (``pressed`` False: a
         control let go of) never replaces a run the reader pressed for (Run, Continue, a row opened here); Stop
-        ends the run with the partial trace and says so. Closing ``views`` stops the engine's work between two
-        blocks. The inspector and the step-through follow the run shown (explore_panels): cleared at its first
-        view, on the ``inspected`` position of it at its last."""
+        ends the run with the partial trace and says so (a regeneration that has shown nothing yet ends silently:
+        the view is another run's). Closing ``views`` stops the engine's work between two blocks. The inspector and
+        the step-through follow the run shown (explore_panels): cleared at its first view, on the ``inspected``
+        position of it at its last."""
         ticket, spoke, fresh = self.runs.join(request, pressed), False, True
         try:
             for view in views:
@@ -164,7 +165,10 @@ class ExploreHandlers:
                     break
                 if ticket.stop_asked:
                     views.close()
-                    yield self.stopped(run, rule, alpha, cost_ratio, inspected if not fresh else None)
+                    if ticket.streaming or pressed:  # a regeneration that never showed a token ends without a word
+                        yield self.stopped(run, rule, alpha, cost_ratio, inspected if not fresh else None)
+                    elif not spoke:  # (a generator that yields nothing blanks every output)
+                        yield status_only(gr.skip())
                     return
                 if view is None:  # a block between two views (_stream)
                     continue

@@ -102,7 +102,7 @@ LOOK_FOR = ("**What to look for:** blue tokens are the draft's (the rule did not
             "rule's test, max q, max p, TV). Drag alpha (larger: less deferral): grey tokens may change, outlined "
             "ones are decided otherwise.")
 APPLY_HINT = ("Every setting applies when you let go of it (a slider on release, a typed number on Enter, a menu "
-              "or box on choice): the run is regenerated from the first token it changes. The prompt runs on Enter "
+              "or box on choice): the run is regenerated from the first token it changes. The prompt runs on Shift+Enter "
               "or Run; Continue finishes a stopped run.")
 
 
@@ -238,7 +238,7 @@ def outputs():
 
 def wire(handlers, c, o, run_state, settings, view):
     """Explore's events: one run per page (ExploreHandlers._supervised: a newer one takes the view from the one
-    before), every setting applied when let go of (the prompt on Enter or Run), instant recolouring, the mark of
+    before), every setting applied when let go of (the prompt on Shift+Enter or Run), instant recolouring, the mark of
     settings the run shown was not made with (after every change and every run), the inspector, the cost ratio."""
     live = list(Recoloured(o["answer"], o["step_plot"], o["alpha_plot"], o["decision_plot"], c["status"]))
     rule, alpha, cost_ratio, speedup = c["rule"], c["alpha"], o["cost_ratio"], o["speedup"]

@@ -69,7 +69,7 @@ def differences(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, tempera
         pass
     said = []
     if prompt != run.trace.prompt:
-        said.append(("prompt", "another prompt (Enter or Run runs the one in the box)"))
+        said.append(("prompt", "another prompt (Shift+Enter or Run runs the one in the box)"))
     for name, was, now in (pair_change(run.pair_spec, spec), ("chat template", s["chat"], bool(chat)),
                            ("rule", s["rule"], rule), ("gamma", s["gamma"], gamma),
                            ("temperature", s["temperature"], temperature),

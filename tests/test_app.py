@@ -10,6 +10,7 @@ import pytest
 from gradio_client import Client
 
 from app.explore import ExploreHandlers, Run, View, status_only
+from app.explore_views import view_of
 from app.controls import alpha_slider_range, rule_changed
 from app.settings import AppSettings
 from app.pairs import PairCache, check_public
@@ -490,3 +491,22 @@ def test_the_bundled_pairs_answer_says_its_target_is_small(handlers):
     assert SMALL_TARGET not in answer_view(run, "v3", 0.5)[0]
     assert SMALL_TARGET in answer_view(Run(run.trace, "head -> bundled"), "v3", 0.5)[0]
     assert SMALL_TARGET == "a 135M target: its answers are often wrong; the method is what to watch"
+
+
+def test_a_regeneration_stopped_before_its_first_token_leaves_the_view_to_the_run_shown(handlers):
+    """Stop asks every run of the page to end: one that has streamed shows its partial trace, a run pressed for says
+    it stopped, and a regeneration that has shown nothing yet ends without a word (its base run is not put back
+    over the run the page shows)."""
+    run = run_to_end(handlers).run
+
+    def loading():
+        yield status_only("Loading…")
+        yield view_of(run=run, status="Generating…")
+
+    for pressed, expected in ((False, ["Loading…"]), (True, ["Loading…", "Stopped after"])):
+        page = gr.Request(session_hash=f"page-stop-{pressed}")
+        supervised = handlers._supervised(loading(), page, "v3", 0.5, 0.25, run, pressed=pressed)
+        said = [next(supervised).status]
+        handlers.stop(page)
+        said += [view.status for view in supervised]
+        assert [s[:len(e)] for s, e in zip(said, expected)] == expected and len(said) == len(expected), said
