@@ -150,6 +150,19 @@ def test_tokens_are_reached_and_inspected_by_keyboard(page):
     assert page.evaluate("() => document.activeElement.dataset.pos") == "0"
 
 
+def test_the_prompt_follows_the_reader_across_tabs(page):
+    """A tab opened by a click gets the prompt of the tab left: Compare drawn for the first time, and Explore
+    again."""
+    page.fill("#prompt textarea", "A prompt to carry")
+    page.click("button[role=tab]:has-text('Compare')")
+    page.wait_for_function("() => document.querySelector('#compare-prompt textarea')?.value === 'A prompt to carry'",
+                           timeout=30000)
+    page.fill("#compare-prompt textarea", "Back again")
+    page.click("button[role=tab]:has-text('Explore')")
+    page.wait_for_function("() => document.querySelector('#prompt textarea').value === 'Back again'")
+    page.wait_for_function(f"() => ({NOTE})().includes('another prompt')")  # the run shown is not this prompt's
+
+
 @pytest.mark.parametrize("width", [1280, 420])
 def test_the_plot_sits_under_the_tokens_and_the_tokens_near_the_top(page, tiny_app_url, width):
     """A fresh page at the page's defaults: at 1280 px the per-step plot begins within the first screen, under the

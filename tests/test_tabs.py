@@ -253,3 +253,17 @@ def test_the_frontier_and_the_lanes_are_drawn_as_they_finish():
     views = list(StrategiesHandlers(PairCache(), "tiny").run("Hello", "model", "v3", 0.5, 0.6, 2, 1.0, 0, 12))
     lanes = [v[1].count('class="lane"') for v in views[:-1] if isinstance(v[1], str)]
     assert lanes == [1, 2, 3, 4] and views[-1][1].count('class="lane"') == 5
+
+
+def test_every_tab_starts_from_one_set_of_run_defaults():
+    """Explore's temperature, seed and length in every tab (a Compare row at Explore's rule and alpha is Explore's
+    text); gamma "auto" where a tab's runs choose each block's length, 4 where a tab prices its rows at one."""
+    from app.explore import DEFAULT_GAMMA, DEFAULT_MAX_NEW_TOKENS, DEFAULT_SEED, DEFAULT_TEMPERATURE
+    from app.compare import DEFAULTS as compare
+    from app.strategies import DEFAULTS as strategies
+    from app.tradeoff import DEFAULTS as tradeoff
+
+    page = dict(temperature=DEFAULT_TEMPERATURE, seed=DEFAULT_SEED, max_new_tokens=DEFAULT_MAX_NEW_TOKENS)
+    for tab in (compare, tradeoff, strategies):
+        assert {name: tab[name] for name in page} == page
+    assert DEFAULT_GAMMA == strategies["gamma"] == 0 and compare["gamma"] == tradeoff["gamma"] == 4
