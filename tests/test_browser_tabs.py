@@ -80,7 +80,9 @@ def test_strategies(page):
     page.click("#strategies-run")
     page.wait_for_function(TAB_DONE.format(id="strategies-status"), timeout=120000)
     page.wait_for_selector("#strategies-plot .js-plotly-plot")
-    assert page.locator("#strategies-texts .lane").count() == 4
+    # the four strategies and the target alone, the lane every speed-up is measured against
+    assert page.locator("#strategies-texts .lane").count() == 5
+    assert "target alone" in page.locator("#strategies-texts .lane h4").all_inner_texts()
     page.screenshot(path=SCREENSHOTS / "tiny-strategies.png", full_page=True)
 
 
