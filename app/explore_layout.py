@@ -251,18 +251,19 @@ def wire(handlers, c, o, run_state, settings, view):
     then_note(c["prompt"].submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING))
     then_note(c["rerun"].click(handlers.rerun, noted, view, **GENERATING))
     # .input, .release, .blur: a user's act, not .change: another tab opening a run here sets the controls without
-    # asking for a regeneration (it runs its own)
-    for let_go in (alpha.release, c["gamma"].release, c["temperature"].release, c["max_new_tokens"].release,
-                   c["seed"].blur, c["draft"].input, c["chat"].input, c["reproducible"].input):
-        then_note(let_go(handlers.regenerate, noted, view, **GENERATING))
+    # asking for a regeneration (it runs its own); one event with every trigger (each event costs page-load time),
+    # each let-go its own call while another runs (the newest regeneration takes the view: _supervised)
+    let_go = [alpha.release, c["gamma"].release, c["temperature"].release, c["max_new_tokens"].release,
+              c["seed"].blur, c["draft"].input, c["chat"].input, c["reproducible"].input]
+    then_note(gr.on(let_go, handlers.regenerate, noted, view, trigger_mode="multiple", **GENERATING))
     # another pair: the draft it runs with unless one is chosen
     then_note(c["pair"].input(draft_for_pair, c["pair"], c["draft"], **INSTANT).then(
         handlers.regenerate, noted, view, **GENERATING))
     then_note(rule.input(rule_changed, [rule, alpha], [alpha, c["rule_text"]], **INSTANT).then(
         handlers.recolour, [run_state, rule, alpha, o["inspected"]], live, **INSTANT).then(
         handlers.regenerate, noted, view, **GENERATING))
-    for control in settings[:10] + [c["reproducible"]]:
-        control.change(handlers.settings_note, noted, o["note"], trigger_mode="always_last", **INSTANT)
+    gr.on([control.change for control in settings[:10] + [c["reproducible"]]], handlers.settings_note, noted,
+          o["note"], trigger_mode="always_last", **INSTANT)
     # no cancels: a cancelled stream's last message could land after Stop's and leave "Generating…" on screen
     c["stop"].click(handlers.stop, None, c["status"], **INSTANT)
     alpha.input(handlers.recolour, [run_state, rule, alpha, o["inspected"]], live, trigger_mode="always_last",
