@@ -71,10 +71,12 @@ def test_auto_keeps_only_what_is_faster_at_every_call():
     fp32 = {"1": 10.0, "5": 12.0}
     timings = {"fp32": fp32, "bf16": {"1": 9.5, "5": 6.0}, "int8": {"1": 4.0, "5": 11.5},
                "int8-fp32": {"1": 8.0, "5": 10.0}}
-    assert precision.pick(timings) == "int8-fp32"  # bf16 is not under 90% at one token, int8 not at five
+    candidates = ("bf16", "int8", "int8-fp32")
+    assert precision.pick(timings, candidates) == "int8-fp32"  # bf16 is not under 90% at one token, int8 not at five
     timings["int8"] = {"1": 4.0, "5": 7.0}
-    assert precision.pick(timings) == "int8"  # the least in all, of those faster at every call
-    assert precision.pick({"fp32": fp32, "bf16": {"1": 9.5, "5": 11.0}}) == "fp32"
+    assert precision.pick(timings, candidates) == "int8"  # the least in all, of those faster at every call
+    assert precision.pick(timings, ("bf16", "int8-fp32")) == "int8-fp32"  # only candidates are picked
+    assert precision.pick({"fp32": fp32, "bf16": {"1": 9.5, "5": 11.0}}, candidates) == "fp32"
 
 
 def test_auto_is_measured_once_and_converts_to_its_pick(tmp_path, monkeypatch):
@@ -84,12 +86,13 @@ def test_auto_is_measured_once_and_converts_to_its_pick(tmp_path, monkeypatch):
 
     def seconds(calls, repeats, summary):
         asked.append(sorted(calls))
-        cost = {"fp32": 1.0, "bf16": 0.8, "int8": 0.5, "int8-fp32": 0.95}
+        cost = {"fp32": 1.0, "bf16": 0.8, "int8": 0.5, "int8-fp32": 0.7}
         return {(p, n): cost[p] * n for p, n in calls}
 
     monkeypatch.setattr(precision, "calls_seconds", seconds)
+    monkeypatch.setattr(precision, "AUTO_CANDIDATES", ("bf16", "int8-fp32"))
     pair = apply_precision(tiny_pair(), "auto", tmp_path / "verdicts.json")
-    assert precision_of(pair.target) == precision_of(pair.draft) == "int8"
+    assert precision_of(pair.target) == precision_of(pair.draft) == "int8-fp32"
     assert [sorted({n for _, n in calls}) for calls in asked] == [[1, 5], [1]]
     assert {p for p, _ in asked[0]} == {"fp32", *precision.AUTO_CANDIDATES}
     again = apply_precision(tiny_pair(), "auto", tmp_path / "verdicts.json")
