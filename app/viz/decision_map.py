@@ -50,12 +50,12 @@ def decision_map_figure(positions, rule, alpha, also=None):
         label, line = BOUNDARIES[shown[0]]
         fig.add_trace(go.Scatter(x=tv, y=line(tv, shown[1]), mode="lines", line=dict(color="#000", dash=dash),
                                  name=f"{shown[0]}, alpha {shown[1]:.2f}: {label}", hoverinfo="skip"))
-    title = ("defers above the line" if rule in BOUNDARIES else  # two lines: one ran off a phone's width
-             f"{rule} does not decide on these<br>two numbers alone: no line")
-    fig.update_layout(margin=dict(l=50, r=20, t=90, b=40), height=360, font=dict(size=12),
+    title = ("defers above the line" if rule in BOUNDARIES else  # on a line of its own: one ran off a phone's width
+             f"no line: {rule} does not decide on these two alone")
+    fig.update_layout(margin=dict(l=50, r=20, t=100, b=40), height=360, font=dict(size=12),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
                       title=dict(text=f"Decision map ({rule}, alpha {alpha:.2f}):<br>{title}", font=dict(size=13),
-                                 yref="container", y=0.98, yanchor="top", x=0.5, xanchor="center"),
+                                 yref="container", y=0.98, yanchor="top", x=0.5, xanchor="center", pad=dict(t=6)),
                       xaxis=dict(title="TV(p, q)", range=[-0.02, 1.02]),
                       yaxis=dict(title="max p − max q", range=[-1.05, 1.05], zeroline=True))
     return fig
