@@ -1,12 +1,12 @@
 """Launch the Speculative Cascades Explorer: ``python app.py [--pair tiny|bundled] [--target ID --draft ID]
 [--compile] [--precision auto|fp32|bf16|int8|int8-fp32]``."""
 import argparse
-import ipaddress
 import os
 import sys
 from functools import partial
 
 from app import build_app, launch
+from app.fair_share import loopback
 from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
 from cascade_core.batch import measure_auto_prices
@@ -26,8 +26,9 @@ def parse_args(argv=None):
                         help="decode on the compiled static-cache path: faster per token after a first compile "
                              "(about a minute and a half per shape on a CPU)")
     parser.add_argument("--precision", default=AUTO, choices=(AUTO, *PRECISIONS),
-                        help="the models' Linear layers on the CPU: auto (the fastest timed here, default), fp32 (as "
-                             "loaded), bf16, int8 or int8-fp32 (cascade_core/precision.py)")
+                        help="the models' Linear layers on the CPU: auto (default: the faster, timed here, of fp32 and the "
+                             "precisions within MAX_TV of it), fp32 (as loaded), bf16, int8 or int8-fp32 "
+                             "(cascade_core/precision.py)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
@@ -50,10 +51,7 @@ def reachable_from_elsewhere(args):
     """On a Space, through a gradio.live link, or bound to an address other machines can reach."""
     if on_space() or args.share:
         return True
-    try:
-        return not ipaddress.ip_address(args.host).is_loopback
-    except ValueError:  # a host name: only localhost is this machine alone
-        return args.host != "localhost"
+    return not loopback(args.host)
 
 
 def public_mode(args):

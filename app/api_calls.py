@@ -17,6 +17,15 @@ def api_parameters(fn):
             if p.annotation is not gr.Request and name != "request"]
 
 
+def endpoint_parameters(block_fn, inputs):
+    """The API endpoint's parameters (api_parameters) where ``inputs`` are a raw call's values to one (gr.api's
+    functions: every input an Api component, one a parameter), else None (a page event, which keeps Gradio's check)."""
+    if not (isinstance(inputs, list) and block_fn.inputs and all(isinstance(block, Api) for block in block_fn.inputs)):
+        return None
+    parameters = api_parameters(block_fn.fn)
+    return parameters if len(parameters) == len(block_fn.inputs) else None
+
+
 def completed(name, parameters, inputs):
     """The call's values with the defaults of those it left out, or a gr.Error naming what is wrong."""
     names = ", ".join(n for n, _ in parameters)
@@ -36,11 +45,10 @@ def accept_raw_calls(demo):
     validate = demo.validate_inputs
 
     def validated(block_fn, inputs):
-        if isinstance(inputs, list) and block_fn.inputs and all(isinstance(block, Api) for block in block_fn.inputs):
-            parameters = api_parameters(block_fn.fn)
-            if len(parameters) == len(block_fn.inputs):
-                check_order(block_fn.api_name, [name for name, _ in parameters], inputs)
-                inputs[:] = completed(block_fn.api_name, parameters, inputs)
+        parameters = endpoint_parameters(block_fn, inputs)
+        if parameters is not None:
+            check_order(block_fn.api_name, [name for name, _ in parameters], inputs)
+            inputs[:] = completed(block_fn.api_name, parameters, inputs)
         return validate(block_fn, inputs)
 
     demo.validate_inputs = validated

@@ -11,7 +11,7 @@ no server can tell them apart."""
 import gradio as gr
 
 from cascade_core.settings import MAX_GAMMA, MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
-from cascade_core.values import shown
+from cascade_core.values import is_number, shown
 
 from .controls import APP_MAX_NEW_TOKENS
 
@@ -25,14 +25,13 @@ OLD_ORDERS = {
 
 def whole(value, lo, hi):
     """An integer as JSON writes one (4, not 4.0 or true) from lo to hi."""
-    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+    return is_number(value) and isinstance(value, int) and lo <= value <= hi
 
 
 # What each field's value looks like, strictly (a call's own check takes 4.0 for 4; telling orders apart does not)
 LOOKS = {
     "gamma": lambda v: v == "auto" or whole(v, 0, MAX_GAMMA),
-    "temperature": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and (
-        v == 0 or MIN_TEMPERATURE <= v <= MAX_TEMPERATURE),
+    "temperature": lambda v: is_number(v) and (v == 0 or MIN_TEMPERATURE <= v <= MAX_TEMPERATURE),
     "max_new_tokens": lambda v: whole(v, 1, APP_MAX_NEW_TOKENS),
     "seed": lambda v: whole(v, 0, MAX_SEED),
     "draft": lambda v: isinstance(v, str),

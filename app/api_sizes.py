@@ -10,13 +10,11 @@ names the prompt with the sentence, which gradio_client raises as a ValidationEr
 loaded (the app's default pair is, from the start); where it is not, the handler makes the same check once it has
 loaded it (AppSettings.for_pair), still before any tokenizer reads the prompt.
 """
-from gradio.components.api_component import Api
-
 from cascade_core.models import with_draft
 from cascade_core.prompts import check_length
 from cascade_core.settings import whole_number
 
-from .api_calls import api_parameters
+from .api_calls import endpoint_parameters
 from .controls import APP_MAX_NEW_TOKENS
 
 
@@ -41,10 +39,9 @@ def size_refusal(demo, body):
     """For a call being posted (``body``: Gradio's PredictBody): Gradio's validation answer, one record per value
     with the prompt's refused, where ``check_sizes`` refuses it; else None."""
     fn = demo.fns.get(body.fn_index)
-    if fn is None or not fn.inputs or not all(isinstance(block, Api) for block in fn.inputs) or \
-            not isinstance(body.data, list):
+    parameters = None if fn is None else endpoint_parameters(fn, body.data)
+    if parameters is None:
         return None
-    parameters = api_parameters(fn.fn)
     values = {**dict(parameters), **dict(zip((name for name, _ in parameters), body.data))}
     try:
         check_sizes(fn.fn, values)

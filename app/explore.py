@@ -13,7 +13,7 @@ from cascade_core.replay import replay_length
 from cascade_core.settings import AUTO_GAMMAS, whole_number
 
 from .explore_panels import cleared, differences, inspector_view, retargeted, settings_note
-from .explore_views import (Recoloured, Run, View, answer_view, figures_view, recolour_status, stats_view,
+from .explore_views import (Recoloured, Run, answer_view, figures_view, recolour_status, stats_view,
                             status_only, view_of, view_interval)
 from .block_steps import closed, opened, replay_progress, replaying
 from .controls import run_defaults
@@ -58,7 +58,8 @@ class ExploreHandlers:
         pair is loaded and priced, else DEFAULT_COST_RATIO; on the slider's scale (0.01 to 1, in steps of 0.01).
         Kept as ``start_c``: a c there is not one the user set, and shows no hypothetical figure."""
         spec = with_draft(self.default_pair_spec, self.default_draft)
-        c = measured_c(self.pairs.get(spec)) if self.pairs.loaded(spec) else None
+        pair = self.pairs.peek(spec)
+        c = None if pair is None else measured_c(pair)
         self.start_c = DEFAULT_COST_RATIO if c is None else min(max(round(c, 2), 0.01), 1.0)
         return self.start_c
 
@@ -72,7 +73,7 @@ class ExploreHandlers:
     def _view(self, run, rule, alpha, cost_ratio, running, with_figures=True, status=None, applying=()):
         """The view of ``run`` under (rule, alpha); ``applying``: the settings a regeneration applies (its status
         says them)."""
-        answer, first_changed, sources = answer_view(run, rule, alpha, running)
+        answer, first_changed, sources, _ = answer_view(run, rule, alpha, running)
         stats, speedup = stats_view(run, cost_ratio, self.start_c)
         plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(),) * 3
         n = len(run.trace.positions)
@@ -103,9 +104,9 @@ class ExploreHandlers:
         """Tokens as blocks come, at most one view per ``view_interval`` (None in its place for the blocks between,
         so that Stop is still heard after every block); the plots are cleared when a run starts and drawn when it
         ends. Redrawing them while tokens stream cost the page a third of its speed on a 2-core machine (plotly
-        redraws in the browser compete with generation; docs/app-benchmarks.md). A finished run is priced with the
-        pair's measured calls (measured on the engine thread the first time, about a second), unless it is a
-        baseline or the pair is compiled (prices.py prices no compiled pair)."""
+        redraws in the browser compete with generation; docs/app-benchmarks.md). A finished run, a baseline's too, is
+        priced with the pair's measured calls and the engine's own work per block (batch.run_prices: measured on the
+        engine thread the first time), unless the pair is compiled (run_prices returns None there)."""
         shown = None
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
             if not trace.finished and shown is not None and (time.perf_counter() - shown <
@@ -264,9 +265,9 @@ class ExploreHandlers:
         token stays selected). Outputs: tokens, step plot, critical-alpha plot, decision map, status."""
         if run is None:
             return Recoloured(gr.skip(), gr.skip(), gr.skip(), gr.skip(), "")
-        answer, first_changed, sources = answer_view(run, rule, alpha, selected=inspected)
+        answer, first_changed, sources, decides = answer_view(run, rule, alpha, selected=inspected)
         return Recoloured(answer, *figures_view(run, rule, alpha, sources, first_changed),
-                          recolour_status(run, rule, alpha, first_changed))
+                          recolour_status(run, rule, alpha, first_changed, decides))
 
     def update_speedup(self, run, cost_ratio):
         return stats_view(run, cost_ratio, self.start_c)[1]

@@ -119,15 +119,17 @@ SMALL_TARGET = "a 135M target: its answers are often wrong; the method is what t
 
 
 def answer_view(run, rule, alpha, running=False, selected=None):
-    """(tokens HTML, first_changed, sources) for the run shown under the page's (rule, alpha), the inspected
-    token ``selected``; under the text, why it ended (and, on the bundled pair, that its target is small)."""
+    """(tokens HTML, first_changed, sources, decides) for the run shown under the page's (rule, alpha), the inspected
+    token ``selected``; under the text, why it ended (and, on the bundled pair, that its target is small);
+    ``decides``: the positions whose own test flips (decision_flips), outlined."""
     trace = run.trace
     sources, first_changed = trace.recolour(rule, alpha)
     note = "" if running else "; ".join([{"eos": "end of text", "max_new_tokens": "max new tokens reached"}.get(
         trace.stop_reason, "stopped")] + [SMALL_TARGET] * (parse_pair(run.pair_spec).get("name") == BUNDLED))
+    decides = decision_flips(trace, rule, alpha, first_changed)
     html = tokens_html(trace.positions, sources, rule, first_changed, running, note, run.special, selected,
-                       focusable=True, decides=decision_flips(trace, rule, alpha, first_changed))
-    return html, first_changed, sources
+                       focusable=True, decides=decides)
+    return html, first_changed, sources, decides
 
 
 def decision_flips(trace, rule, alpha, first_changed):
@@ -149,12 +151,12 @@ def figures_view(run, rule, alpha, sources, first_changed):
             decision_map_figure(positions, rule, alpha))
 
 
-def recolour_status(run, rule, alpha, first_changed):
+def recolour_status(run, rule, alpha, first_changed, decides):
     """What moving alpha or the rule would change: where the text may change from, why where a token rule's
     decision stands there, how many tokens would be regenerated and at how many the rule's own test flips."""
     if first_changed is None:
         return f"Under {rule}, alpha = {alpha:.2f}, every token stands as it is."
-    n, decides = len(run.trace.positions), decision_flips(run.trace, rule, alpha, first_changed)
+    n = len(run.trace.positions)
     settings, pos = run.trace.settings, run.trace.positions[first_changed]
     reused = f" (the first {first_changed} are reused)" if first_changed else ""
     said = (f"Under {rule}, alpha = {alpha:.2f}, token #{first_changed} may change: the {n - first_changed} greyed "

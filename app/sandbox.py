@@ -11,6 +11,7 @@ from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
 from cascade_core.values import shown
 
+from .explore_views import View
 from .controls import alpha_slider, alpha_slider_range, rule_changed, rule_info
 from .links import LinkField, Linked, fraction, listed
 from .options import INSTANT, QUEUED_INSTANT
@@ -201,7 +202,7 @@ def build_sandbox(handlers, explore, values):
                **QUEUED_INSTANT).then(handlers.update_loaded, everything, outputs, **live).then(
         handlers.stale, [explore.run_state, loaded], stale, **INSTANT)
     # the answer in Explore changes with every run: the loaded position is marked when it is no longer its run's
-    explore.view[1].change(handlers.stale, [explore.run_state, loaded], stale, trigger_mode="always_last", **INSTANT)
+    View(*explore.view).answer.change(handlers.stale, [explore.run_state, loaded], stale, trigger_mode="always_last", **INSTANT)
     return dict(rule=rule, alpha=alpha,
                 tokens=LinkField(cells[0], lambda *labels: json.dumps(list(labels), ensure_ascii=False)),
                 q=LinkField(cells[1], lambda *q: ",".join(f"{v:g}" for v in q)),

@@ -43,10 +43,11 @@ def speed_arguments(doc, max_new_tokens, rounds=True):
     return parser
 
 
-def named_pair(args):
-    """The pair speed_arguments' command line names: --pair, or --target (with --draft)."""
-    return load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), draft=args.draft,
-                     precision=args.precision)
+def named_pair(args, **options):
+    """The pair speed_arguments' command line names: --pair, or --target (with --draft), in --precision unless
+    ``options`` say otherwise (load_pair's keywords)."""
+    options = {"draft": args.draft, "precision": args.precision, **options}
+    return load_pair(**(dict(target=args.target) if args.target else dict(name=args.pair)), **options)
 
 
 class PeakRSS:
@@ -113,8 +114,12 @@ def _sync():
 
 def weight_bytes(model):
     """Bytes of weights read per decoded token: every parameter once (a tied head counts once), and the buffers (a
-    layer converted to another precision keeps its weights there: cascade_core/precision.py)."""
-    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    layer converted to another precision keeps its weights there: cascade_core/precision.py). The input embedding
+    counts only where it is the head too: a token reads one row of it, and a converted head is a copy of its own."""
+    embedding = model.get_input_embeddings().weight
+    read_whole = getattr(model.get_output_embeddings(), "weight", None) is embedding
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]
+               if read_whole or t is not embedding)
 
 
 def forward_ms(model, vocab, n_tokens=1, repeats=9, compiled=None):

@@ -23,41 +23,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from bench.kinds_bench import KINDS, METHODS, TEMPERATURE, run, tokens_for  # noqa: E402
 from bench.markdown import write_section  # noqa: E402
-from bench.measure import shown_number, speed_arguments  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
+from bench.measure import named_pair, shown_number, speed_arguments  # noqa: E402
 from cascade_core.batch import measure_auto_prices  # noqa: E402
 from cascade_core.distributions import total_variation  # noqa: E402
 from cascade_core.kernels import cpu_description  # noqa: E402
 from cascade_core.precision import AUTO_CANDIDATES, MAX_TV, PRECISIONS, precision_of, said  # noqa: E402
-from distill.kinds import benchmark_prompts  # noqa: E402
 
-TEMPERATURE = 0.7  # the app's default
-METHODS = [("target", 0.0), ("v3", 0.5), ("lossless", 0.0)]
-LONG = ("long answer",)  # kinds that run twice the tokens
 TITLE = "## Weight precision side by side"
 
 
 def load_all(args, precisions, say):
     """(the pair at --precision: what the default picks and timed, {precision: the pair in it} for --precisions)."""
-    ids = dict(target=args.target) if args.target else dict(name=args.pair)
     pairs = {}
     for precision in (args.precision, *precisions):
         say(f"loading the {args.target or args.pair} pair in {precision}")
-        pairs[precision] = load_pair(**ids, draft=args.draft, precision=precision, progress=say)
+        pairs[precision] = named_pair(args, precision=precision, progress=say)
     return pairs[args.precision], {p: pairs[p] for p in precisions}
 
 
 def prompts(limit):
     """[(kind, prompt)] of the benchmark's prompts, at most ``limit`` per kind."""
-    return [(kind, p) for kind, ps in benchmark_prompts().items() for p in ps[:limit]]
-
-
-def run(pair, prompt, rule, alpha, seed, n):
-    start = time.perf_counter()
-    trace = generate(pair, prompt, rule=rule, alpha=alpha, gamma="auto" if rule != "target" else 1,
-                     temperature=TEMPERATURE, seed=seed, max_new_tokens=n, stop_at_eos=False)
-    return len(trace.tokens) / (time.perf_counter() - start), trace
+    return [(kind, p) for kind, ps in KINDS.items() for p in ps[:limit]]
 
 
 def measure(pairs, asked, rounds, n, say):
@@ -69,9 +57,8 @@ def measure(pairs, asked, rounds, n, say):
         for i, (kind, prompt) in enumerate(asked):
             turn = (r + i) % len(combos)
             for precision, rule, alpha in combos[turn:] + combos[:turn]:
-                tokens = 2 * n if kind in LONG else n
                 results.setdefault((precision, kind, prompt, rule), []).append(
-                    run(pairs[precision], prompt, rule, alpha, r, tokens))
+                    run(pairs[precision], prompt, rule, alpha, r, tokens_for(kind, n)))
         say(f"round {r + 1}/{rounds} done")
     return results
 

@@ -1,5 +1,9 @@
-"""Driving the explorer in Debian's headless chromium: shared by the benchmarks, the screenshots and the tests."""
+"""Serving the explorer on a free local port and driving it in Debian's headless chromium: shared by the benchmarks,
+the screenshots and the tests."""
+import contextlib
 import socket
+import time
+from types import SimpleNamespace
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -10,6 +14,27 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def slowed_tiny_app(seconds, **launch_options):
+    """The explorer on a tiny pair of its own whose target calls are counted and each slowed by ``seconds``, and which
+    never ends a run on end-of-text (which tokens are sampled depends on the CPU's rounding: a long call must be long
+    on every CPU). Yields its url, the calls' list, the pair and the demo."""
+    from app import build_app, launch
+    from app.pairs import PairCache
+
+    pairs = PairCache()
+    pair = pairs.get("tiny")
+    pair.eos_token_ids = set()
+    calls = []
+    pair.target.register_forward_hook(lambda *_: calls.append(time.sleep(seconds)))
+    demo = build_app("tiny", pairs=pairs)
+    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True, **launch_options)
+    try:
+        yield SimpleNamespace(url=url, calls=calls, pair=pair, demo=demo)
+    finally:
+        demo.close()
 
 
 def set_number(page, selector, value):

@@ -9,7 +9,8 @@ from app.block_steps import step_block
 import pytest
 from gradio_client import Client
 
-from app.explore import ExploreHandlers, Run, View, status_only
+from app.explore import ExploreHandlers, Run, status_only
+from app.explore_views import View
 from app.explore_views import view_of
 from app.controls import alpha_slider_range, rule_changed
 from app.settings import AppSettings

@@ -4,8 +4,6 @@ the Trade-off's point on its speed-up axis and Strategies' speculative-cascade l
 target alone: costs.speedup_over_target, priced with the pair's measured calls."""
 import re
 
-import pytest
-
 from test_browser import SCREENSHOTS, open_page
 
 SAME = "prompt=Hello+there&gamma=4&temperature=0.7&seed=3&max_new_tokens=16&run=1"

@@ -18,7 +18,7 @@ from app.options import GENERATION_SLOTS
 from app.pairs import PairCache
 from app.viz import figures
 from app.viz.tokens import inspector_html
-from browser import free_port
+from browser import slowed_tiny_app
 from cascade_core import RULES, generate, load_pair
 from cascade_core.sampling import untempered_and_tempered
 from test_app import load_script, run_to_end
@@ -120,22 +120,10 @@ def test_engine_never_samples_from_nan():
 
 @pytest.fixture(scope="module")
 def counted_app():
-    """An app on its own tiny pair whose target calls are counted and slowed to 20 ms, and which never ends a run on
-    end-of-text (a 1024-token run then takes over 10 s on any machine: which tokens are sampled depends on the CPU's
-    rounding, and on some CPUs seed 0's run wrote end-of-text early), with a queue of 2."""
-    from app import build_app, launch
-
-    pairs = PairCache()
-    pair = pairs.get("tiny")
-    pair.eos_token_ids = set()
-    calls = []
-    pair.target.register_forward_hook(lambda *_: calls.append(time.sleep(0.02)))
-    demo = build_app("tiny", pairs=pairs)
-    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True, queue_size=2)
-    try:
-        yield url, calls
-    finally:
-        demo.close()
+    """An app whose target calls are counted and slowed to 20 ms, never ending a run on end-of-text (a 1024-token run
+    then takes over 10 s on any machine; on some CPUs seed 0's run wrote end-of-text early), with a queue of 2."""
+    with slowed_tiny_app(0.02, queue_size=2) as app:
+        yield app.url, app.calls
 
 
 ABANDON = """

@@ -12,7 +12,6 @@ import httpx
 import pytest
 from gradio_client import Client
 
-from app import build_app, launch
 from app.explore import ExploreHandlers
 from app.compare import CompareHandlers
 from app.controls import REQUEST_TOKEN_BUDGET
@@ -22,7 +21,7 @@ from app.sandbox import START, SandboxHandlers
 from app.tradeoff import TradeoffHandlers
 from app.viz.format import markdown_text
 from app.viz.sandbox import sandbox_figure
-from browser import free_port
+from browser import slowed_tiny_app
 from cascade_core.explain import dissect
 from test_app import run_to_end
 from test_hardening import settle, strict_loads
@@ -177,19 +176,9 @@ def test_user_text_in_messages_stays_text():
 
 @pytest.fixture(scope="module")
 def slow_app():
-    """An app on its own tiny pair whose target calls are counted and slowed to 20 ms, and which never ends a run on
-    end-of-text (which tokens are sampled depends on the CPU's rounding: long calls must be long on every CPU)."""
-    pairs = PairCache()
-    pair = pairs.get("tiny")
-    pair.eos_token_ids = set()
-    calls = []
-    pair.target.register_forward_hook(lambda *_: calls.append(time.sleep(0.02)))
-    demo = build_app("tiny", pairs=pairs)
-    _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        yield url, calls, demo
-    finally:
-        demo.close()
+    """An app whose target calls are counted and slowed to 20 ms, never ending a run on end-of-text."""
+    with slowed_tiny_app(0.02) as app:
+        yield app.url, app.calls, app.demo
 
 
 # long calls: the slow app's pair never writes end-of-text

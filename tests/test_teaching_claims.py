@@ -551,7 +551,7 @@ def test_a_loaded_positions_sandbox_shows_no_cost_line_and_says_pi_is_t_1s_for_e
 
 def test_how_to_read_and_lesson_1_no_longer_say_a_larger_alpha_is_always_faster():
     """Review items 10 and 22."""
-    how = " ".join((ROOT / "assets" / "how_to_read.md").read_text().split())
+    how = flat(doc("assets/how_to_read.md"))
     assert "always means less deferral (faster" not in how
     assert "For token rules it usually does, but not always" in how and "(Lemma 3)" in how
     looks = (ROOT / "app" / "lesson_looks.py").read_text()

@@ -2,7 +2,6 @@
 (the exactness of Algorithm 4's verification) and p_t the target's tempered distribution at the same prefix. Each
 rule's number is checked against an oracle built here from both models' full passes over the text (tiny64: float64,
 so cached and recomputed logits agree to ~1e-15), with each rule's decision and pi written out independently."""
-import json
 import math
 
 import pytest
@@ -12,6 +11,7 @@ from cascade_core import Trace, generate
 from cascade_core.sampling import untempered_and_tempered
 from sweeps.quality import draft_only_tv
 from test_floor import dear
+from test_hardening import strict_loads
 
 T = 0.8
 RUN = dict(gamma=3, temperature=T, seed=1, max_new_tokens=24, stop_at_eos=False)
@@ -105,7 +105,7 @@ def test_a_sequential_cascade_knows_it_only_where_the_target_ran(tiny64):
 
 def test_the_mean_travels_in_strict_json(tiny64):
     trace = generate(tiny64, "Hello there", rule="v3", alpha=0.5, details=False, **RUN)
-    data = json.loads(trace.to_json(), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    data = strict_loads(trace.to_json())
     assert data["stats"]["tv_to_target"] == trace.stats["tv_to_target"] > 0
     assert [pos["tv_to_target"] for pos in data["positions"]] == [pos["tv_to_target"] for pos in trace.positions]
     assert Trace.from_json(trace.to_json()).stats["tv_to_target"] == trace.stats["tv_to_target"]

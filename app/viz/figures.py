@@ -84,7 +84,7 @@ def step_figure(positions, sources, rule, alpha, first_changed=None):
     # the title's two lines at the top, then the legend above the plot, two entries a row at any width (on a
     # phone's, entries of their own widths took a row each and ran into the title)
     legend = dict(LAYOUT["legend"], entrywidth=0.5, entrywidthmode="fraction")
-    top = 60 + LEGEND_ROW * math.ceil(len(fig.data) / 2)
+    top = 60 + LEGEND_ROW * math.ceil(sum(trace.showlegend is not False for trace in fig.data) / 2)
     fig.update_layout(**{**LAYOUT, "height": 640 if has_threshold else 460, "margin": dict(LAYOUT["margin"], t=top),
                          "legend": legend},
                       title=dict(text=title, font=dict(size=13), yref="container", y=0.98, yanchor="top", x=0.5,

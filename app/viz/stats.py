@@ -51,7 +51,7 @@ def speedup_markdown(stats, gamma, prices=None, priced=None, block_gamma=None, c
         f" At c = {cost_ratio:.2f}, set by you (a hypothetical draft, not this one: Leviathan et al.'s (2023) "
         f"estimate, a verification priced as one target token, no engine work): {at_c:.2f}×.")
     if priced is None:
-        return (f"**Speed-up over the target alone:** – (not priced: no measured calls for this pair or run)."
+        return ("**Speed-up over the target alone:** – (not priced: no measured calls for this pair or run)."
                 + hypothetical)
     if prices is None or stats.get("acceptance_rate") is None:  # a baseline: the target alone, or the draft alone
         return (f"**Speed-up over the target alone on this machine: {priced:.2f}×** (a baseline: no blocks)."
