@@ -13,8 +13,8 @@ from cascade_core.replay import replay_length
 from cascade_core.settings import AUTO_GAMMAS, whole_number
 
 from .explore_panels import cleared, differences, inspector_view, retargeted, settings_note
-from .explore_views import (Recoloured, Run, answer_view, figures_view, recolour_status, stats_view,
-                            status_only, view_of, view_interval)
+from .explore_views import (Recoloured, Run, acceptance_view, answer_view, figures_view, recolour_status,
+                            stats_view, status_only, view_of, view_interval)
 from .block_steps import closed, opened, replay_progress, replaying
 from .controls import run_defaults
 from .gpu import gpu
@@ -76,12 +76,14 @@ class ExploreHandlers:
         answer, first_changed, sources, _ = answer_view(run, rule, alpha, running)
         stats, speedup = stats_view(run, cost_ratio, self.start_c)
         plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(),) * 3
+        # the run's own verify steps: they stay as they are when alpha moves (figures_view's plots follow it)
+        acceptance = acceptance_view(run) if with_figures else gr.skip()
         n = len(run.trace.positions)
         why = f", for the new {', '.join(applying)}" if applying else ""
         status = status or (f"Generating… {n} tokens{why}" if running else
                             f"Done: {n} tokens ({run.trace.stop_reason}){why}.")
         return view_of(run=run, answer=answer, stats=stats, speedup=speedup, **dict(zip(PLOTS, plots)),
-                       status=status)
+                       acceptance_plot=acceptance, status=status)
 
     def _load(self, spec):
         """Yields status updates while the pair loads (once) and its call prices are measured (once: gamma "auto"
@@ -118,7 +120,8 @@ class ExploreHandlers:
             shown_run = Run(trace, s.pair_spec, prices, pair.ran_on, special_ids(pair))
             view = self._view(shown_run, s.rule, s.alpha, cost_ratio, not trace.finished, with_figures=trace.finished,
                               applying=applying)
-            yield view._replace(step_plot=None, alpha_plot=None, decision_plot=None) if i == 0 and not trace.finished else view
+            blank = dict.fromkeys((*PLOTS, "acceptance_plot"))  # a new run's plots go blank until it ends
+            yield view._replace(**blank) if i == 0 and not trace.finished else view
 
     def run(self, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
             reproducible=False, inspected=None, request: gr.Request = None):

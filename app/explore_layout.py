@@ -139,7 +139,7 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     settings = [c[name] for name in ("prompt", "pair", "draft", "chat", "rule", "alpha", "gamma", "temperature",
                                      "max_new_tokens", "seed")] + [o["cost_ratio"], c["reproducible"], o["inspected"]]
     view = list(View(run_state, o["answer"], o["stats"], o["speedup"], o["step_plot"], o["alpha_plot"],
-                     o["decision_plot"], c["status"], o["note"], o["inspector_text"], o["inspector_plot"],
+                     o["decision_plot"], o["acceptance_plot"], c["status"], o["note"], o["inspector_text"], o["inspector_plot"],
                      o["inspected"], *block_outputs(o["block"])))
     wire(handlers, c, o, run_state, settings, view)
     fields = {name: c[name] for name in ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed",
@@ -233,6 +233,7 @@ def outputs():
             o["stats"] = gr.Markdown(stats_markdown(None), elem_id="stats")
         with gr.Column():
             o["speedup"] = gr.Markdown(speedup_markdown(None, None), elem_id="speedup")
+    o["acceptance_plot"] = gr.Plot(label="Acceptance by draft position", show_label=False, elem_id="acceptance-plot")
     return o
 
 

@@ -44,6 +44,7 @@ class View(NamedTuple):
     step_plot: Any
     alpha_plot: Any
     decision_plot: Any
+    acceptance_plot: Any
     status: Any
     note: Any
     inspector_text: Any
@@ -142,6 +143,11 @@ def decision_flips(trace, rule, alpha, first_changed):
     return frozenset(i for i, pos in enumerate(trace.positions[first_changed:], first_changed)
                      if pos["source"] != "target" and (pos.get("a_star") or {}).get(rule) is not None
                      and deferred(old_rule, pos, old_alpha) != deferred(rule, pos, alpha))
+
+
+def acceptance_view(run):
+    """The run's acceptance by draft position: its own verify steps, which moving alpha does not change."""
+    return figures.acceptance_figure(run.trace.speculative_decoding)
 
 
 def figures_view(run, rule, alpha, sources, first_changed):

@@ -52,7 +52,8 @@ FINDINGS = (
         ("1.95×", "2.61×", "1.61×", "2.17×", "1.55×", "2.46×"), "not reproduced",
         "No T5 checkpoints, no WMT, XSum or CNN/DM metrics and no TPU here. Every method has a counterpart "
         "(below the tables), and this machine's own speed-ups are timed in lessons 1 and 8 and the Strategies tab; "
-        "the Trade-off tab's speed-up axis is Leviathan et al.'s cost model at c, not a measured latency.",
+        "the Trade-off tab's speed-up axis is a cost model priced with this machine's measured calls (or Leviathan "
+        "et al.'s at a c you set), not a timed latency.",
         ("Latency↓: the large model's latency ÷ the method's, at the large model's quality (bold: the column's "
          "best)", SPEEDUP, TIMES)),
     Finding(

@@ -211,7 +211,7 @@ LESSONS = (
                       "A token rule keeps more of the draft's tokens, so it always rejects less: not so. Every "
                       "proposal from A passes, but one outside A passes only with probability "
                       "min(1, eta p(v) / q(v)) <= min(1, p(v) / q(v)), lossless's, so v3 can reject more often than "
-                      "lossless's TV (Eq. 11)."),
+                      "lossless's TV (Eq. 11's pi put into Lemma 3's sum)."),
                Answer("Equally often: a deferral costs TV.",
                       "That is Lemma 3, for a position rule, whose pi is q or p, so its rejection probability is "
                       "r TV(p, q). A token rule's pi mixes q and p token by token (Eq. 11), and its rejection "

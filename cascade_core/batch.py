@@ -134,6 +134,7 @@ class Batch:
         if block.accept_prob is not None and not row.settings.sequential:
             row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
             row.counters.setdefault("gammas", []).append(gamma)
+            row.counters.setdefault("drafted", []).append(len(proposal.tokens))
         row.counters["wall_seconds"] = time.perf_counter() - row.started
 
     def named(self, error, p_logits):

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import torch
 
+from .acceptance_metrics import KEPT
 from .distributions import Distributions
 from .rules import get_rule
 
@@ -95,7 +96,7 @@ def provenance_rates(sources):
     from a run's counters, so a resumed run and a fresh one of the same text price alike."""
     n, alone = len(sources), sources.count("target")
     drafted = n - alone
-    kept = sum(source in ("accepted", "deferred") for source in sources)
+    kept = sum(source in KEPT for source in sources)
     return (kept / drafted if drafted else None), (alone / n if n else 0.0)
 
 
@@ -142,21 +143,34 @@ def best_gamma(acceptance, price, gammas):
     return max(gammas, key=lambda g: (priced_speedup(acceptance, g, *price(g)), -g))
 
 
-def fresh_run_calls(sources, rule, gamma, max_new_tokens):
-    """(target calls, draft calls) of a fresh run that emitted these sources. Blocks of gamma + 1 positions start at
-    position 0; each ends at its first replaced token, and which tokens are replaced does not depend on gamma or
-    on where a run resumed. A resumed run's own counters cover only what it regenerated, from blocks that start
-    where it resumed; this is what the whole text costs from scratch."""
-    n, target, draft, i = len(sources), 0, 0, 0
-    if rule in ("target", "draft"):  # one model alone: one call per token
-        return (n, 0) if rule == "target" else (0, n)
+def fresh_blocks(sources, gamma, max_new_tokens):
+    """(start, drafted, end) of each block a fresh run that emitted these sources verified, drafted 0 for gamma
+    "auto"'s floor (the target's own token, nothing drafted). Blocks of gamma + 1 positions start at position 0;
+    each ends at its first replaced token, and which tokens are replaced does not depend on gamma or on where a run
+    resumed: a resumed run's own counters cover only what it regenerated, from blocks that start where it resumed."""
+    i, n = 0, len(sources)
     while i < n:
-        if sources[i] == "target":  # gamma "auto"'s floor: the target's own token, one call, nothing drafted
-            target, i = target + 1, i + 1
+        if sources[i] == "target":
+            yield i, 0, i + 1
+            i += 1
             continue
-        block = min(gamma + 1, max_new_tokens - i)  # the draft proposes this many tokens, the target scores them
-        target, draft = target + 1, draft + block
-        end = min(i + block, n)
+        drafted = min(gamma + 1, max_new_tokens - i)  # the draft proposes this many tokens, the target scores them
+        end = min(i + drafted, n)
         j = next((k for k in range(i, end) if sources[k] == "replaced"), None)
+        yield i, drafted, end if j is None else j + 1
         i = end if j is None else j + 1
-    return target, draft
+
+
+def fresh_run_calls(sources, rule, gamma, max_new_tokens):
+    """(target calls, draft calls) of a fresh run that emitted these sources: what the whole text costs from
+    scratch (fresh_blocks)."""
+    if rule in ("target", "draft"):  # one model alone: one call per token
+        return (len(sources), 0) if rule == "target" else (0, len(sources))
+    blocks = list(fresh_blocks(sources, gamma, max_new_tokens))
+    return len(blocks), sum(drafted for _, drafted, _ in blocks)
+
+
+def fresh_run_steps(sources, gamma, max_new_tokens):
+    """[(drafted, kept)] of a fresh run's verify steps (acceptance_metrics), from its sources (fresh_blocks)."""
+    return [(drafted, sum(s in KEPT for s in sources[start:end]))
+            for start, drafted, end in fresh_blocks(sources, gamma, max_new_tokens) if drafted]

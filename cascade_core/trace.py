@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .acceptance_metrics import metrics, trace_steps
 from .distributions import total_variation
 from .rules import RULES, critical_alphas, outcome_unchanged, pi_draft, pi_per_position, pi_target
 from .sampling import NEAR_TIE, emitted_distribution
@@ -273,6 +274,11 @@ class Trace:
             "engine_seconds": c.get("engine_seconds"),
         }
 
+    @property
+    def speculative_decoding(self):
+        """This run's verify steps in the serving engines' schema (acceptance_metrics), None without any."""
+        return metrics(trace_steps(self.positions[self.resumed_from:], self.counters.get("drafted", [])))
+
     def recolour(self, rule, alpha):
         """Provenance of every position under (rule, alpha), read from the stored a*; no model call.
 
@@ -297,6 +303,7 @@ class Trace:
             "text": self.text,
             "positions": self.positions,
             "stats": self.stats,
+            "speculative_decoding": self.speculative_decoding,
             "counters": self.counters,
             "finished": self.finished,
             "stop_reason": self.stop_reason,

@@ -38,7 +38,6 @@ def parse_args(argv):
     p.add_argument("--no-share", action="store_true", help="run every alpha from scratch (no prefix sharing)")
     p.add_argument("--ray", action="store_true", help="run the chains on a local Ray instance, one worker per core")
     p.add_argument("--ray-address", help="run them on an existing Ray cluster instead, e.g. ray://host:10001")
-    p.add_argument("--report-c", type=float, default=0.25, help="cost ratio c for the report's speed-up axis")
     return p.parse_args(attach_values(argv, {"--alphas", "--seeds", "--temperature"}))
 
 
@@ -78,7 +77,7 @@ def main(argv=None):
     bar.close()
     out = Path(args.out)
     write_summary(rows, out / "summary.csv")
-    write_report(rows, out / "report.html", f"Sweep of {args.pair} over {args.prompts}", args.report_c)
+    write_report(rows, out / "report.html", f"Sweep of {args.pair} over {args.prompts}")
     generated = sum(r["generated_tokens"] for r in rows)
     print(f"{len(rows)} rows ({sum(r['tokens'] for r in rows)} tokens in them, {generated} generated) in {out}: "
           "rows.jsonl, summary.csv, report.html")

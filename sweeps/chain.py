@@ -1,7 +1,8 @@
 """One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
 from cascade_core import RULES, finish, load_pair, stream_lanes
 from cascade_core.batch import run_prices
-from cascade_core.costs import fresh_run_calls, speedup_over_target
+from cascade_core.acceptance_metrics import KEPT, metrics
+from cascade_core.costs import fresh_run_calls, fresh_run_steps, speedup_over_target
 from cascade_core.models import parse_pair
 from cascade_core.prices import measure_prices
 from cascade_core.trace import pi_is_q_or_p
@@ -66,7 +67,7 @@ def row(pair, item, trace, alpha):
     target_calls, draft_calls = fresh_run_calls(trace.sources, rule, gamma, s["max_new_tokens"])
     p_tokens, top1, tv = target_view(pair, trace)
     cascade = RULES[rule].kind != "baseline"
-    acceptance = sum(src in ("accepted", "deferred") for src in trace.sources) / n if cascade and n else None
+    acceptance = sum(src in KEPT for src in trace.sources) / n if cascade and n else None
     return dict(prompt_id=item["prompt_id"], category=item["category"], draft=pair.draft_kind, rule=rule,
                 alpha=alpha, seed=s["seed"], gamma=gamma, temperature=s["temperature"], tokens=n, text=trace.text,
                 target_calls=target_calls,
@@ -75,4 +76,6 @@ def row(pair, item, trace, alpha):
                 projected_speedup=projected_speedup(pair, trace),
                 tv_to_target=tv, target_nll=target_nll(p_tokens), target_top1=sum(top1) / n if n else None,
                 rouge_l=rouge_l(trace.text, item["reference"]), exact_match=exact_match(trace.text, item["answer"]),
-                generated_tokens=trace.stats["new_tokens"])
+                generated_tokens=trace.stats["new_tokens"],
+                speculative_decoding=metrics(fresh_run_steps(trace.sources, gamma, s["max_new_tokens"]))
+                if cascade else None)

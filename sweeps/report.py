@@ -45,12 +45,12 @@ def write_summary(rows, path):
     return summary
 
 
-def figures(rows, c=0.25):
+def figures(rows):
     """The report's figures, in order: the mean TV to the target against target calls per token and against
     projected speed-up, ROUGE-L and exact match where the prompts have references and answers, the target's NLL (a
     diagnostic, no front), and the per-category breakdown."""
     summary = summarise(rows)
-    out = [frontier_figure(summary, "calls"), frontier_figure(summary, "speedup", c=c)]
+    out = [frontier_figure(summary, "calls"), frontier_figure(summary, "speedup")]
     for quality in ("rouge_l", "exact_match"):
         if any(s[f"{quality}_mean"] is not None for s in summary):
             out.append(frontier_figure(summary, "calls", quality))
@@ -61,10 +61,10 @@ def figures(rows, c=0.25):
     return out
 
 
-def write_report(rows, path, title, c=0.25):
+def write_report(rows, path, title):
     """report.html: every figure, plotly's script inlined once, so the file opens anywhere offline."""
     parts = [fig.to_html(full_html=False, include_plotlyjs=i == 0, div_id=f"figure-{i}")
-             for i, fig in enumerate(figures(rows, c))]
+             for i, fig in enumerate(figures(rows))]
     title = html.escape(title)
     Path(path).write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
                           f"<body style='font-family: sans-serif; max-width: 1100px; margin: auto'><h1>{title}</h1>"

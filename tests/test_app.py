@@ -129,6 +129,13 @@ def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny, monkey
     assert f"| target calls | {expected.stats['target_calls']} |" in stats
     assert "Speed-up over the target alone on this machine" in speedup and status.startswith("Done")
     assert step_plot.data and alpha_plot.data and decision_plot.data
+    steps = run.trace.speculative_decoding
+    bars = last.acceptance_plot.data[0]  # the run's own verify steps, vLLM's per-position rates
+    assert list(bars.y) == steps["acceptance_rate_per_position"] and list(bars.x) == list(range(1, len(bars.y) + 1))
+    assert f"{steps['num_accepted_draft_tokens']} of {steps['num_draft_tokens']} drafted" in \
+        last.acceptance_plot.layout.title.text
+    blank = next(v for v in views if isinstance(v.run, Run))
+    assert blank.acceptance_plot is None and blank.step_plot is None  # a new run's plots go blank until it ends
 
 
 def test_views_of_a_long_run_come_at_most_once_per_interval(handlers, monkeypatch):

@@ -21,6 +21,10 @@ def test_run_json():
     data = json.loads(r.stdout)
     assert len(data["tokens"]) == 6 and set(data["sources"]) <= {"accepted", "deferred", "replaced"}
     assert data["settings"]["rule"] == "opt"
+    m, sources = data["speculative_decoding"], data["sources"]  # the engines' acceptance metrics, from the trace
+    assert m["num_spec_steps"] + sources.count("target") == data["stats"]["target_calls"]
+    assert sum(m["per_step_accepted"]) == m["num_accepted_draft_tokens"] == sources.count("accepted") + \
+        sources.count("deferred")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -26,7 +26,7 @@ from sweeps.sweep import pilot_positions
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"prompt_id", "category", "draft", "rule", "alpha", "seed", "gamma", "temperature", "tokens", "text", "target_calls",
         "draft_calls", "acceptance_rate", "deferral_rate", "wall_seconds", "cost_ratio", "projected_speedup",
-        "tv_to_target", "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens"}
+        "tv_to_target", "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens", "speculative_decoding"}
 SETTINGS = dict(gamma=3, temperature=1.0, max_new_tokens=24)
 RULES_SWEPT = ["lossless", "chow", "opt", "v3", "lossy", "draft"]
 
@@ -84,6 +84,19 @@ def test_rows_have_every_key_and_one_row_per_setting(fresh_rows, prompts):
     assert all((r["exact_match"] is None) == (r["prompt_id"] != "sum") for r in fresh_rows)
     assert all(r["target_nll"] > 0 and 0 <= r["target_top1"] <= 1 for r in fresh_rows)
     json.loads(json.dumps(fresh_rows), parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+
+
+def test_rows_carry_the_engines_acceptance_metrics_of_a_fresh_run(fresh_rows):
+    """A row's verify steps are its target calls and its drafted tokens its draft calls (a draft model: one call
+    a token); what they kept is the acceptance rate's numerator; none for the draft alone."""
+    for r in fresh_rows:
+        m = r["speculative_decoding"]
+        if r["rule"] == "draft":
+            assert m is None
+            continue
+        assert (m["num_spec_steps"], m["num_draft_tokens"]) == (r["target_calls"], r["draft_calls"])
+        assert m["num_accepted_draft_tokens"] == round(r["acceptance_rate"] * r["tokens"])
+        assert m["num_spec_tokens"] == SETTINGS["gamma"] + 1 and sum(m["acceptance_histogram"]) == m["num_spec_steps"]
 
 
 def test_rows_record_the_draft_that_ran_and_a_head_runs_no_draft_alone(prompts):

@@ -42,6 +42,8 @@ def test_compare_api_rows_equal_run_api(client):
         assert trace["tokens"] == alone.tokens and trace["sources"] == alone.sources
         # the mean TV to the target is a float of the row's float32 distributions: a batched row's last bits differ
         assert_same({k: v for k, v in trace["stats"].items() if k not in TIMING}, untimed(alone.stats), "stats")
+        # the engines' acceptance metrics, counts all: the batched row's verify steps are its solo run's
+        assert trace["speculative_decoding"] == alone.speculative_decoding is not None
 
 
 def test_frontier_api_rows(client):

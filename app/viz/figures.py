@@ -224,3 +224,31 @@ def inspector_figure(pos, rule, alpha):
     fig.update_layout(**{**LAYOUT, "height": 340}, bargap=0.15, title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(range=[0, 1.0], title="probability")
     return fig
+
+
+def acceptance_figure(metrics):
+    """The run's acceptance by draft position in the serving engines' schema (Trace.speculative_decoding): bar j,
+    the share of verify steps that kept the draft's j-th token (and so every one before it), as vLLM and llama.cpp
+    report it; the title, what was kept and the tokens a verify step emitted. None (a baseline, a sequential
+    cascade): a note that the run verified no block."""
+    fig = go.Figure()
+    if metrics is None:
+        fig.update_layout(**{**LAYOUT, "height": 140}, xaxis=dict(visible=False), yaxis=dict(visible=False),
+                          annotations=[dict(text="No verify steps in this run (one model alone, or a sequential "
+                                                  "cascade): nothing to accept", showarrow=False, x=0.5, y=0.5,
+                                            xref="paper", yref="paper")])
+        return fig
+    n, rates = metrics["num_spec_steps"], metrics["acceptance_rate_per_position"]
+    positions = np.arange(1, len(rates) + 1)
+    kept = np.round(np.array(rates) * n).astype(int)
+    fig.add_trace(go.Bar(x=positions, y=np.array(rates), marker_color=COLOURS["accepted"], customdata=kept,
+                         hovertemplate=f"draft token %{{x}}: kept in %{{customdata}} of {n} verify steps"
+                                       "<extra></extra>", showlegend=False))
+    title = (f"Acceptance by draft position: {metrics['num_accepted_draft_tokens']} of "
+             f"{metrics['num_draft_tokens']} drafted tokens kept ({metrics['draft_acceptance_rate']:.0%}),<br>"
+             f"{metrics['mean_acceptance_length']:.2f} tokens a verify step over {n} steps")
+    fig.update_layout(**{**LAYOUT, "height": 260, "margin": dict(LAYOUT["margin"], t=60)},
+                      title=dict(text=title, font=dict(size=13), x=0.5, xanchor="center"), bargap=0.25,
+                      xaxis=dict(title="draft token j in its block", tickvals=positions),
+                      yaxis=dict(title="steps keeping it", range=[0, 1.02], tickformat=".0%"))
+    return fig

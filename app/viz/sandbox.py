@@ -105,7 +105,8 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
 
 def cost_html(rule, cost):
     """The rule's rejection probability beside lossless's TV (``cost``: both as cascade_core.costs.Rejection): a
-    position rule's is Lemma 3's r TV, a token rule's Eq. 11's two terms, which can exceed lossless's TV."""
+    position rule's is Lemma 3's r TV, a token rule's two terms (Eq. 11's pi put into Lemma 3's sum, which the paper
+    does not write out), which can exceed lossless's TV."""
     ours, lossless = cost
     than = "above" if ours.total > lossless.total else "below" if ours.total < lossless.total else "equal to"
     beside = f"{than} lossless's TV(p, q) = {lossless.total:.4f}"
@@ -113,7 +114,7 @@ def cost_html(rule, cost):
         text = (f"Lemma 3: a position rule's pi is q or p, so {rule} rejects the draft's token with probability "
                 f"r TV(p, q) = {ours.eta:g} × {lossless.total:.4f} = {ours.total:.4f}, {beside}.")
     else:
-        text = (f"Eq. 11: {rule} rejects the draft's token with probability eta Σ_(v in A) p(v) + Σ_(v not in A) "
+        text = (f"Eq. 11's pi in Lemma 3's sum: {rule} rejects the draft's token with probability eta Σ_(v in A) p(v) + Σ_(v not in A) "
                 f"max(0, eta p(v) − q(v)) = {ours.kept:.4f} + {ours.deferred:.4f} = {ours.total:.4f} (eta = "
                 f"{ours.eta:.3f}), {beside}. Not r TV (Lemma 3 is a position rule's): a proposal outside A passes "
                 "only with min(1, eta p(v) / q(v)), so a token rule can reject more often than lossless, and need not "
