@@ -14,6 +14,7 @@ from sweeps.alphas import auto_alphas, proposed_a_stars
 from sweeps.quality import target_nll, target_view
 
 from .controls import check_budget, draft_control, run_controls, run_defaults
+from .explore import special_ids
 from .explore_layout import NOT_OPENED, opened_in_explore
 from .gpu import gpu
 from .links import LinkField, Linked, listed
@@ -192,8 +193,9 @@ class CompareHandlers:
         rows, skipped = runnable(self.pairs, self.rows(prompt, draft, list(zip(cells[::2], cells[1::2])), gamma,
                                                        temperature, seed, max_new_tokens))
         settings, traces = [row.settings for row in rows], []
+        special = frozenset().union(*(special_ids(self.pairs.get(s.pair_spec)) for s in settings))
         for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
-            yield (gr.skip(), compare_html([(row.name, t.positions, t.sources) for row, t in zip(rows, traces)]),
+            yield (gr.skip(), compare_html([(row.name, t.positions, t.sources) for row, t in zip(rows, traces)], special),
                    gr.skip(), progress_line(traces))
         stats = [ENGINE.call(row_stats, self.pairs.get(row.settings.pair_spec), t, row.name)
                  for row, t in zip(rows, traces)]

@@ -11,6 +11,7 @@ from cascade_core.strategies import REPEATS
 from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
 from .compare import compare_steps, label, progress_line, tokens_asked
 from .derivation import LATEX, STEPS, check, shown_answers, step_markdown
+from .explore import special_ids
 from .findings import build_findings
 from .gpu import gpu
 from .lessons import LESSONS, introduction
@@ -69,14 +70,15 @@ class LearnHandlers:
             return
         settings = [self.settings(lesson, *row) for row in lesson.rows]
         pair = self.pairs.get(settings[0].pair_spec)
+        special = special_ids(pair)  # one target, one tokenizer: its special tokens are a mark in every row
         if lesson.kind == "rows":
             traces = []
             for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
-                yield rows_html(traces), gr.skip(), f"Running: {progress_line(traces)}"
+                yield rows_html(traces, special=special), gr.skip(), f"Running: {progress_line(traces)}"
             also = lesson.rows[0] if len(lesson.rows) > 1 else None
             figure = decision_map_figure(traces[-1].positions, *lesson.rows[-1], also=also) \
                 if lesson.decision_map else gr.skip()
-            yield rows_html(traces), figure, said(pair, traces)
+            yield rows_html(traces, special=special), figure, said(pair, traces)
             return
         # timed: one after another, so that each run's clock is its own, REPEATS times (their spread is reported)
         pairs = [self.pairs.get(s.pair_spec) for s in settings]
@@ -87,11 +89,11 @@ class LearnHandlers:
             for s, pair in zip(settings, pairs):
                 for trace in ENGINE.iterate(stream(pair, s.prompt, batches=ENGINE.batches, settings=s),
                                             s.max_new_tokens):
-                    yield (rows_html(traces + [trace], drafts), gr.skip(),
+                    yield (rows_html(traces + [trace], drafts, special), gr.skip(),
                            f"Repeat {repeat} of {REPEATS}: running {label(s.rule, s.alpha)}…")
                 traces.append(trace)
             repeats.append(traces)
-        yield rows_html(repeats[0], drafts), gr.skip(), said(pairs, repeats)
+        yield rows_html(repeats[0], drafts, special), gr.skip(), said(pairs, repeats)
 
 
     @gpu(lambda a: 2 * LESSONS[a["index"]].max_new_tokens)
@@ -109,11 +111,12 @@ class LearnHandlers:
         yield opened(replay, trace.tokens)
 
 
-def rows_html(traces, drafts=()):
-    """The runs side by side, each named by its rule (and, where given, the draft that ran it)."""
+def rows_html(traces, drafts=(), special=frozenset()):
+    """The runs side by side, each named by its rule (and, where given, the draft that ran it); ``special``: the
+    pair's special token ids, a mark, not text."""
     drafts = list(drafts) + [None] * len(traces)
     return compare_html([(label(t.settings["rule"], t.settings["alpha"]) + (f", {d}" if d else ""), t.positions,
-                          t.sources) for t, d in zip(traces, drafts)])
+                          t.sources) for t, d in zip(traces, drafts)], special)
 
 
 def build_derivation(k):

@@ -9,6 +9,7 @@ from cascade_core.strategies import STRATEGIES, strategy_steps
 from cascade_core.values import is_number, shown
 
 from .controls import alpha_slider, check_budget, draft_control, rule_changed, run_controls, run_defaults
+from .explore import special_ids
 from .gpu import gpu
 from .links import Linked, fraction
 from .options import GENERATING, INSTANT, example_prompts
@@ -30,9 +31,9 @@ def progress_text(strategy, trace):
     return f"Strategy {STRATEGIES.index(strategy) + 1} of {len(STRATEGIES)}, {strategy}: {len(trace.positions)} tokens…"
 
 
-def drawn_as_they_finish(rule):
+def drawn_as_they_finish(rule, special=frozenset()):
     """A step's page update: the finished lanes drawn as each one finishes (the chart stayed empty until the last),
-    the status always."""
+    the status always; ``special``: the pair's special token ids, drawn as a mark."""
     drawn = 0
 
     def update(step):
@@ -41,7 +42,7 @@ def drawn_as_they_finish(rule):
         if len(finished) == drawn:
             return gr.skip(), gr.skip(), progress_text(strategy, trace)
         drawn = len(finished)
-        return lanes_figure(finished), lanes_html(finished, rule), progress_text(strategy, trace)
+        return lanes_figure(finished), lanes_html(finished, rule, special), progress_text(strategy, trace)
     return update
 
 
@@ -100,8 +101,9 @@ class StrategiesHandlers:
     def run(self, prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens):
         s, threshold = self.settings(prompt, draft, rule, alpha, threshold, gamma, temperature, seed, max_new_tokens)
         steps = ENGINE.iterate(self.lane_steps(s, threshold), RUNS * s.max_new_tokens)
-        lanes = yield from mapped(steps, drawn_as_they_finish(rule))
-        yield lanes_figure(lanes), lanes_html(lanes, rule), done_text(lanes)
+        special = special_ids(self.pairs.get(s.pair_spec))
+        lanes = yield from mapped(steps, drawn_as_they_finish(rule, special))
+        yield lanes_figure(lanes), lanes_html(lanes, rule, special), done_text(lanes)
 
     @raises_for_client
     def api_strategies(self, prompt: str, rule: str = DEFAULTS["rule"], alpha: float = DEFAULTS["alpha"],

@@ -269,3 +269,18 @@ def test_every_tab_starts_from_one_set_of_run_defaults():
     for tab in (compare, tradeoff, strategies):
         assert {name: tab[name] for name in page} == page
     assert DEFAULT_GAMMA == strategies["gamma"] == 0 and compare["gamma"] == tradeoff["gamma"] == 4
+
+
+def test_compare_and_strategies_show_a_special_token_as_a_mark_not_its_text(tiny):
+    """"Hello" at T 1, seed 7: v3 alpha 0.5's token #19 is the tiny tokenizer's <unk>. Compare's row and the
+    strategies' lanes show it as Explore does (a mark, its card kept), never as the text '<unk>'."""
+    assert generate(tiny, "Hello", rule="v3", alpha=0.5, seed=7, temperature=1.0, max_new_tokens=20).tokens[19] in \
+        tiny.tokenizer.all_special_ids
+    cells = ["v3", 0.5, "", 0.0, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
+    views = list(CompareHandlers(PairCache(), "tiny").run("Hello", "model", 4, 1.0, 7, 20, *cells))
+    rows_html = [v[1] for v in views if isinstance(v[1], str)][-1]  # the last view keeps the rows drawn
+    assert 'special" style="min-width:1ch" data-pos="19"' in rows_html
+    *_, (_, texts, _) = StrategiesHandlers(PairCache(), "tiny").run("Hello", "model", "v3", 0.5, 0.6, 4, 1.0, 7, 20)
+    for html_text in (rows_html, texts):
+        assert "&lt;unk&gt;</span>" not in html_text and "&lt;unk&gt;&#x27;" in html_text  # in its card only
+    assert 'special" data-pos="19"' in texts

@@ -22,18 +22,21 @@ def first_divergence(tokens, above):
                 None if len(tokens) == len(above) else min(len(tokens), len(above)))
 
 
-def compare_html(rows):
+def compare_html(rows, special=frozenset()):
     """rows: [(label, positions, sources)]. Token i of every row gets the width of the widest token i, so positions
-    line up down the rows; a click on a row's label opens it in Explore."""
+    line up down the rows; a click on a row's label opens it in Explore. ``special``: the pair's special token ids
+    (end of turn, end of text), shown as a mark as Explore shows them, not as text."""
     widths = {}
     for _, positions, _ in rows:
         for i, pos in enumerate(positions):
-            widths[i] = max(widths.get(i, 1), len(pos["text"].replace("\n", "↵")))
+            shown = 1 if pos["token"] in special else len(pos["text"].replace("\n", "↵"))
+            widths[i] = max(widths.get(i, 1), shown)
     lines, above = [], None
     for r, (label, positions, sources) in enumerate(rows):
         tokens = [pos["token"] for pos in positions]
         split = first_divergence(tokens, above)
-        cells = [token_span(i, pos, source, label.split()[0], " diverge" if i == split else "", widths[i])
+        cells = [token_span(i, pos, source, label.split()[0], " diverge" if i == split else "", widths[i],
+                            special=pos["token"] in special)
                  for i, (pos, source) in enumerate(zip(positions, sources))]
         note = "" if split is None else f'<span class="diverge-note">leaves the row above at #{split}</span>'
         lines.append(f'<div class="compare-row" data-row="{r}"><button class="row-label" data-row="{r}" '

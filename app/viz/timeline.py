@@ -38,8 +38,9 @@ def lanes_figure(lanes):
     return fig
 
 
-def lanes_html(lanes, rule):
-    """Each lane's text, coloured as in Explore, under a line of its totals."""
+def lanes_html(lanes, rule, special=frozenset()):
+    """Each lane's text, coloured as in Explore, under a line of its totals; ``special``: the pair's special token
+    ids, a mark as in Explore, not text."""
     parts = [legend_html(regenerates=False, sources={s for lane in lanes for s in lane.get("sources") or ()})]
     for lane in lanes:
         t = lane["totals"]
@@ -57,5 +58,5 @@ def lanes_html(lanes, rule):
         parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4><p class="totals">{t["engine_seconds"]:.2f} s '
                      f"on the engine's clock ({t['seconds']:.2f} s on the wall), {t['tokens']} tokens, {t['target_calls']} target calls, "
                      f"{t['draft_calls']} draft calls{html.escape(extra)}{speedup}</p>"
-                     f"{tokens_html(lane['positions'], lane['sources'], rule)}</div>")
+                     f"{tokens_html(lane['positions'], lane['sources'], rule, special=special)}</div>")
     return "".join(parts)
