@@ -19,6 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from .compiled import compile_pair
 from .draft import load_draft
 from .head import is_head_config, load_head, new_head, read_config
+from .hub import check_downloadable
 from .kernels import cache_dir, choose_kernels, use_measured_kernels, verdicts_path
 from .pair import Pair, make_pair
 from .precision import AUTO, apply_precision, check_precision, said
@@ -167,6 +168,8 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     models = {}
+    # before anything is asked of the Hub: a missing model with the Hub out of reach is said in seconds, not ~70
+    check_downloadable({"target model": target_id, draft_role(target_id, draft_id): draft_id})
     head_config = read_config(draft_id)
     for role, model_id in (("target", target_id), ("draft", draft_id)):
         if role == "draft" and head_config is not None and is_head_config(head_config):
@@ -188,6 +191,12 @@ def hub_pair(target_id, draft_id, dtype=None, device=None, progress=None, trust_
     check_same_tokenizer(models["target"][1], models["draft"][1], target_id, draft_id)
     return with_weights(make_pair(f"{draft_id} -> {target_id}", models["target"][0], models["draft"][0],
                                   models["target"][1]), dtype)
+
+
+def draft_role(target_id, draft_id):
+    """What a hub pair's draft is called in a message: the target's known EAGLE-3 head, or a draft (a model, or a
+    head only its config will tell)."""
+    return "EAGLE-3 head" if KNOWN_DRAFTS.get(target_id, {}).get("head") == draft_id else "draft"
 
 
 def with_weights(pair, dtype):

@@ -68,4 +68,4 @@ def test_missing_hub_model_is_a_clear_error():
     r = subprocess.run([sys.executable, "-m", "cascade_core", "run", "--target", "no-such/model", "--draft", "no-such/draft",
                         "--prompt", "Hi"], capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1",
                         "PATH": "/usr/bin:/bin", "HOME": "/tmp"})
-    assert r.returncode == 2 and "could not load target model 'no-such/model'" in r.stderr
+    assert r.returncode == 2 and "target model 'no-such/model' and the draft 'no-such/draft' are not downloaded" in r.stderr

@@ -163,7 +163,7 @@ def sweep_cli(*args, timeout=300):
     ("{\"prompt\": \"ok\"}\n", ["--rules", "v3", "--alphas", "0.5,1.5"], "alpha=1.5 is outside rule 'v3'"),
     ("{\"prompt\": \"ok\"}\n", ["--alphas", "auto:x"], "auto:N needs a whole number"),
     ("{\"prompt\": \"ok\"}\n", ["--out", "/proc/sweep"], "is not a folder this sweep can write to"),
-    ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "could not load"),
+    ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "'models/here' and the draft 'no/such' are not downloaded"),
     ("{\"prompt\": \"ok\"}\n", ["--per-category", "0"], "--per-category 0: give 1 or more"),
     ("{\"prompt\": \"ok\"}\n", ["--pair", "tiny", "--draft", "eagle"], "draft 'eagle' is not one of the tiny pair's"),
     ("{\"prompt\": \"ok\"}\n", ["--rules", "v3", "--alphas", "0.5", "--ray-address", "ray://127.0.0.1:1"],
