@@ -61,7 +61,7 @@ def target_nll(p_tokens):
 @functools.cache
 def rouge_scorer():
     """ROUGE-L, imported where a prompt set has references: the app never scores one, and runs without the
-    package (requirements-dev.txt)."""
+    package (requirements-dev.txt); a sweep checks it imports before any model loads (packages.py)."""
     from rouge_score.rouge_scorer import RougeScorer
 
     return RougeScorer(["rougeL"])

@@ -9,6 +9,7 @@ from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, 
 
 from .alphas import alphas_per_rule, check_alphas, needs_pilot, parse_alphas
 from .chain import chain_lane, load_named_pair
+from .packages import check_packages
 from .store import SweepFolder
 
 PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
@@ -108,6 +109,7 @@ def sweep_steps(pair_spec, prompts, rules, alphas="auto:6", seeds=(0,), *, gamma
     (in-process only); ``lanes``: how many chains (and pilot runs) decode side by side in one batch (1: one after
     another); ``batches``: the RunningBatches to decode in (a server's; by default the sweep's own)."""
     rules, seeds, alphas, lanes = checked(pair_spec, rules, alphas, seeds, gamma, temperature, max_new_tokens, lanes)
+    check_packages(prompts, ray or ray_address)
     settings = dict(pair=pair_spec, rules=rules, alphas=alphas, seeds=seeds, gamma=gamma, temperature=temperature,
                     max_new_tokens=max_new_tokens, prompts=[p["prompt_id"] for p in prompts])
     folder = SweepFolder(out, settings) if out else None
