@@ -71,14 +71,19 @@ def pareto(pts, x, quality):
 
 
 def frontier_traces(pts, front, quality, show_legend=True):
-    """A line per rule through its alphas, and the front (where the measure has one: FRONT) dotted over them."""
+    """A line per rule through its alphas, and the front (where the measure has one: FRONT) dotted over them. A rule
+    without alpha (lossless, the models alone) is one point, drawn after the lines as a large open diamond: lossless
+    sits where chow, opt and every position rule land at the alpha that defers everywhere (pi = p there), and drawn
+    first it hid under their markers."""
     traces = []
-    for rule in dict.fromkeys(p["rule"] for p in pts):
+    alone = lambda rule: all(p["alpha"] is None for p in pts if p["rule"] == rule)  # noqa: E731
+    for rule in sorted(dict.fromkeys(p["rule"] for p in pts), key=alone):  # stable: the lines in their order first
         mine = sorted((p for p in pts if p["rule"] == rule), key=lambda p: (p["alpha"] is None, p["alpha"] or 0))
+        marker = dict(size=18, symbol="diamond-open", line=dict(width=2.5)) if alone(rule) else dict(size=8)
         traces.append(go.Scatter(
             x=[p["x"] for p in mine], y=[p["y"] for p in mine], mode="lines+markers", name=rule, legendgroup=rule,
             showlegend=show_legend, line=dict(color=RULE_COLOURS.get(rule, "#333"), width=2),
-            marker=dict(size=8), error_y=dict(array=[p["ci"] or 0 for p in mine], thickness=1, width=3),
+            marker=marker, error_y=dict(array=[p["ci"] or 0 for p in mine], thickness=1, width=3), cliponaxis=False,
             customdata=[[rule, p["alpha"]] for p in mine], text=[p["hover"] for p in mine],
             hovertemplate="%{text}<extra></extra>"))
     if not front:
@@ -87,6 +92,7 @@ def frontier_traces(pts, front, quality, show_legend=True):
                              name=FRONT[quality], legendgroup="front", showlegend=show_legend,
                              line=dict(color="#D55E00", dash="dot", width=1.5),
                              marker=dict(size=16, symbol="circle-open", color="#D55E00", line=dict(width=2)),
+                             cliponaxis=False,
                              hoverinfo="skip"))
     return traces
 
@@ -108,8 +114,11 @@ def frontier_figure(summary, x="calls", quality="tv_to_target", c=0.25, title=No
     heading = title or f"{NAMES[quality]} against {X_AXES[x]}" + (f" (c = {c:g}, set by you)" if x == "at_c" else "")
     fig.update_layout(template="plotly_white", height=460, margin=dict(l=90, r=20, t=70, b=50),
                       title=dict(text=wrapped(heading, 48), font=dict(size=14)),
-                      xaxis=dict(title=X_AXES[x]), yaxis=dict(title=dict(text=wrapped(QUALITY[quality], 34),
-                                                                         font=dict(size=12))),
+                      # every cost and measure is >= 0: a lone point's padding must not reach below it (the
+                      # markers at 0, lossless's TV, are drawn whole over the axis: cliponaxis)
+                      xaxis=dict(title=X_AXES[x], rangemode="nonnegative"),
+                      yaxis=dict(title=dict(text=wrapped(QUALITY[quality], 34), font=dict(size=12)),
+                                 rangemode="nonnegative"),
                       legend=dict(orientation="h", y=-0.18))
     return fig
 
@@ -124,6 +133,8 @@ def category_figure(summaries, x="calls", quality="tv_to_target", c=0.25):
         pts = points(summaries[name], x, quality, c)
         for trace in frontier_traces(pts, pareto(pts, x, quality), quality, show_legend=i == 0):
             fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
+    fig.update_xaxes(rangemode="nonnegative")
+    fig.update_yaxes(rangemode="nonnegative")
     fig.update_layout(template="plotly_white", height=320 * math.ceil(len(names) / cols), showlegend=True,
                       title=dict(text=f"By category: {NAMES[quality]} against {X_AXES[x]}", font=dict(size=14)),
                       margin=dict(l=50, r=20, t=80, b=40))

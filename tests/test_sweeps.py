@@ -305,6 +305,26 @@ def test_the_front_is_drawn_only_where_the_measure_ranks_the_text(fresh_rows, qu
         assert "diagnostic" in QUALITY[quality] and "not better text" in QUALITY[quality]
 
 
+def test_lossless_is_drawn_over_the_rules_that_reach_it_and_one_point_draws_no_negative_cost(fresh_rows, tmp_path):
+    """Lossless (one point) sits where a position rule lands at the alpha that defers everywhere (pi = p): it is
+    drawn after every rule's line, a large open diamond over their markers, not under them. An uploaded rows file of
+    one row keeps its axes at 0 and up (plotly pads a lone point on both sides: negative calls per token)."""
+    from app.tradeoff import TradeoffHandlers
+
+    for x in X_AXES:
+        drawn = [t for t in frontier_figure(summarise(fresh_rows), x).data if t.legendgroup != "front"]
+        names = [t.name for t in drawn]
+        alone = [name for name in ("lossless", "draft") if name in names]  # draft-only has no acceptance for at_c
+        assert names == [name for name in names if name not in alone] + alone, x  # the alpha-less rules last
+        lossless = next(t for t in drawn if t.name == "lossless")
+        assert lossless.marker.symbol == "diamond-open" and lossless.marker.size > drawn[0].marker.size
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(next(r for r in fresh_rows if r["rule"] == "chow")) + "\n", encoding="utf-8")
+    rows, figure, status = TradeoffHandlers.upload(str(path), "calls", 0.25)
+    assert status == "Loaded 1 rows." and len(figure.data[0].x) == 1
+    assert figure.layout.xaxis.rangemode == figure.layout.yaxis.rangemode == "nonnegative"
+
+
 def test_a_measure_no_row_has_draws_a_sentence_not_an_empty_chart(fresh_rows):
     figure = frontier_figure(summarise([dict(r, tv_to_target=None) for r in fresh_rows]))
     said = figure.layout.annotations[0].text.replace("<br>", " ")
