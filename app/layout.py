@@ -7,6 +7,8 @@ from urllib.parse import parse_qsl
 import gradio as gr
 
 from .api_calls import accept_raw_calls
+from .api_docs import register
+from .api_once import install as send_results_once
 from .api_sizes import size_refusal
 from .compare import CompareHandlers, build_compare, compare_linked
 from .explore import ExploreHandlers
@@ -77,14 +79,14 @@ def build_app(pair_spec=None, public=None, pairs=None):
 
 
 def register_apis(handlers):
-    """An API per tab (Learn's lessons run the other tabs' calls)."""
-    gr.api(handlers["explore"].api_run, api_name="run", **API)
-    gr.api(handlers["explore"].api_block, api_name="block", **API)
-    gr.api(handlers["compare"].api_compare, api_name="compare", **API)
-    gr.api(handlers["tradeoff"].api_frontier, api_name="frontier", **API)
+    """An API per tab (Learn's lessons run the other tabs' calls), each described for "Use via API" (app.api_docs)."""
+    register(handlers["explore"].api_run, "run", **API)
+    register(handlers["explore"].api_block, "block", **API)
+    register(handlers["compare"].api_compare, "compare", **API)
+    register(handlers["tradeoff"].api_frontier, "frontier", **API)
     # no model: outside the queue, so that it answers even while the queue is full
-    gr.api(handlers["sandbox"].api_sandbox, api_name="sandbox", concurrency_limit=None, queue=False)
-    gr.api(handlers["strategies"].api_strategies, api_name="strategies", **API)
+    register(handlers["sandbox"].api_sandbox, "sandbox", concurrency_limit=None, queue=False)
+    register(handlers["strategies"].api_strategies, "strategies", **API)
 
 
 def share_row():
@@ -174,10 +176,11 @@ def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=F
     """Launch with the app's stylesheet (Gradio 6 takes CSS at launch), a bounded queue (past queue_size waiting
     calls a new one is refused at once, "Queue is full: ...", instead of waiting minutes) shared fairly between
     clients (app.fair_share: each client's share of it and of the generating slots, and no call that starts before
-    its caller listens), an API call's prompt its pair cannot hold refused as it is posted (app.api_sizes), and a
-    session store that keeps each open page's state (app.sessions)."""
+    its caller listens), an API call's prompt its pair cannot hold refused as it is posted (app.api_sizes), an API
+    call's result sent once (app.api_once), and a session store that keeps each open page's state (app.sessions)."""
     install_fair_share(demo.queue(default_concurrency_limit=1, max_size=queue_size), forwarded=on_space(),
                        admit=functools.partial(size_refusal, demo))
+    send_results_once(demo._queue)
     launched = demo.launch(
         server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet, max_threads=WORKER_THREADS,
         css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])

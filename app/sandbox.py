@@ -11,6 +11,7 @@ from cascade_core.explain import dissect
 from cascade_core.strict_json import dumps
 from cascade_core.values import shown
 
+from .api_once import result_next
 from .explore_views import View
 from .controls import alpha_slider, alpha_slider_range, rule_changed, rule_info
 from .links import LinkField, Linked, fraction, listed
@@ -22,6 +23,7 @@ from .viz.sandbox import REST, sandbox_figure, sandbox_html
 SIZE = 8
 START = (["The", "A", "In", "Once", "It", "This", "My", "other"],
          [0.40, 0.25, 0.15, 0.08, 0.05, 0.04, 0.02, 0.01], [0.10, 0.45, 0.05, 0.20, 0.02, 0.10, 0.05, 0.03])
+DEFAULTS = dict(rule="v3", alpha=0.5)  # the page's, and its API's
 
 
 MOVED = 0.006  # a loaded q or p that moved further (a slider's step is 0.01) is the user's own
@@ -125,11 +127,12 @@ class SandboxHandlers:
                 f"of token #{index} of the run before. Load again for the run now shown.</p>")
 
     @raises_for_client
-    def api_sandbox(self, q: list, p: list, rule: str = "v3", alpha: float = 0.3) -> str:
+    def api_sandbox(self, q: list, p: list, rule: str = DEFAULTS["rule"], alpha: float = DEFAULTS["alpha"]) -> str:
         """One decision's numbers for q and p (lists of equal length, normalised here): pi, accept_prob, residual
         (zeros where no rejection can happen), a_star, defers (per token), tv, rejection_prob, and output (the
         probability that the verified token is each token)."""
         numbers = dissect(rule, q, p, alpha)
+        result_next()  # sent once, as the call's "complete" (app/api_once.py)
         yield dumps({key: numbers[key] for key in ("pi", "accept_prob", "residual", "a_star", "defers", "tv",
                                                    "rejection_prob", "output")})
 
@@ -154,7 +157,7 @@ def read_tokens(text):
 def sandbox_linked():
     """What a link sets on this tab (its fields' defaults)."""
     labels, q, p = START
-    return Linked("sandbox", dict(rule="v3", alpha=0.5, tokens=labels, q=q, p=p), rules=tuple(RULES),
+    return Linked("sandbox", dict(tokens=labels, q=q, p=p, **DEFAULTS), rules=tuple(RULES),
                   parsers=dict(tokens=read_tokens, q=read_weights("q"), p=read_weights("p")))
 
 

@@ -7,6 +7,7 @@ import gradio as gr
 
 from cascade_core.strict_json import dumps
 
+from .api_once import result_next
 from .viz.format import html_text, markdown_text
 from .worker import ENGINE
 
@@ -79,4 +80,6 @@ def read_or_stopped(messages, unread, request):
             messages.close()
             raise ValueError("stopped: nobody read this call's progress; read the result stream while the call "
                              "goes on")
+        if finished:
+            result_next()  # sent once, as the call's "complete" (app/api_once.py)
         yield text
