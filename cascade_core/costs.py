@@ -32,7 +32,8 @@ def rejection_terms(rule, q, p, alpha):
     temperature 1, from the rule's own pi. A proposal x ~ q is kept with probability min(1, pi(x) / q(x)), so it
     is rejected with probability sum_v max(0, q(v) - pi(v)) = sum_v max(0, pi(v) - q(v)), the residual's mass.
 
-    - A position rule's pi is q or p: (r, 0, r TV(p, q)), Lemma 3; lossless is r = 1, TV.
+    - A position rule's pi is q or p: (r, 0, r TV(p, q)), Lemma 3; lossless is r = 1, TV. The ensemble's pi =
+      (1 - alpha) q + alpha p is Lemma 3's with a fractional r = alpha: (alpha, 0, alpha TV(p, q)).
     - A token rule's pi(v) = q(v)(1 - r(v)) + eta p(v) (Eq. 11): ``kept`` = eta sum_{v in A} p(v) and ``deferred``
       = sum_{v not in A} max(0, eta p(v) - q(v)). Not r TV: every token of A passes, but a deferred one only with
       min(1, eta p(v) / q(v)) <= min(1, p(v) / q(v)), so a token rule can reject more often than lossless, and
@@ -47,8 +48,10 @@ def rejection_terms(rule, q, p, alpha):
     q, p = (torch.as_tensor(v, dtype=torch.float64) for v in (q, p))
     d = Distributions(q, p)
     defer = record.defers(d, alpha)
+    excess = (record.pi(d, defer, alpha) - q).clamp_min(0)
+    if record.mix:  # pi = (1 - r) q + r p with r = alpha at every token: Lemma 3's r TV, all of it deferred mass
+        return Rejection(float(alpha), 0.0, float(excess.sum()))
     r = defer.to(q.dtype).expand_as(q)  # a position rule's one decision, at every token
-    excess = (record.pi(d, defer) - q).clamp_min(0)
     return Rejection(float((r * q).sum()), float((excess * (1 - r)).sum()), float((excess * r).sum()))
 
 

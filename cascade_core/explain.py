@@ -62,7 +62,7 @@ def dissect(rule, q, p, alpha, rest=None):
         rest_defers = _rest_defers(record, q[:tokens], p[:tokens], rest, alpha, bool(defers[0]))
         defers = torch.cat([defers, torch.tensor([bool(rest_defers)])])
         a_star = torch.cat([a_star, torch.tensor([math.nan], dtype=q.dtype)])
-    pi = record.pi(d, defers if record.per_token else defers[0])
+    pi = record.pi(d, defers if record.per_token else defers[0], alpha)
     accept = acceptance_probability(q, pi, alpha if record.lenience else 0.0)
     excess = (pi - q).clamp_min(0)
     # A token rule that keeps every token renormalises q into pi: the difference is float64 rounding (~1e-17),

@@ -87,6 +87,13 @@ def fuzzy_a_star(d):
     return d.js
 
 
+ENSEMBLE_READING = ("transformers' assistant_ensemble_weight w (huggingface/transformers PR #45979, its sampling path in "
+                    "generation/utils.py's _speculative_sampling, read from the PR's diff and tests): keep x with "
+                    "min(1, v(x) / q(x)), v = w p + (1 - w) q, and on a rejection sample norm(max(0, p - q)), which "
+                    "is norm(max(0, v - q)); w = 1 (or unset) is lossless. Its greedy path, argmax of v, is not "
+                    "reproduced: here T = 0 verifies one-hot q and p like every rule.")
+
+
 JUDGE_CONFIDENCE = 0.9  # the KL judge's confidence mask: above this max p, plain speculative sampling
 JUDGE_READING = ("The KL's direction, KL(q || p), and the fallback above the threshold, standard speculative sampling "
                  "(pi = p), are this project's reading: the stored abstract of arXiv 2601.04766 fixes neither. "
@@ -133,12 +140,12 @@ def never(d):
 
 # -- pi: the distribution a draft token is verified against -------------------------------------------------
 
-def pi_per_position(d, defer):
+def pi_per_position(d, defer, alpha=None):
     """Position rules: pi = p where the rule defers, q elsewhere."""
     return torch.where(defer.unsqueeze(-1), d.p, d.q)
 
 
-def pi_per_token(d, defer):
+def pi_per_token(d, defer, alpha=None):
     """Token rules: pi(v) = q(v) (1 - r(v)) + eta p(v), with r = defer over the whole vocabulary and
     eta = sum_v r(v) q(v), the draft's mass on deferred tokens."""
     return token_pi(d.q, d.p, defer, *token_mass(d.q, defer, d.p.sum(-1, keepdim=True)))
@@ -159,12 +166,19 @@ def token_pi(q, p, defer, eta, z):
     return (q * ~defer + eta * p) / z  # q (1 - r) as a product: see token_mass
 
 
-def pi_target(d, defer):
+def pi_target(d, defer, alpha=None):
     return d.p
 
 
-def pi_draft(d, defer):
+def pi_draft(d, defer, alpha=None):
     return d.q
+
+
+def pi_ensemble(d, defer, alpha):
+    """Static ensemble verification: pi = alpha p + (1 - alpha) q at every position, alpha the target's weight w.
+    Lemma 3's pi with a fractional r = w, so a proposal is rejected with probability w TV(p, q), and the residual
+    norm(max(0, pi - q)) = norm(max(0, p - q)) is lossless's."""
+    return alpha * d.p + (1 - alpha) * d.q
 
 
 @dataclass(frozen=True)
@@ -181,7 +195,7 @@ class Rule:
     alpha_meaning: str
     source: str  # the paper's equation, or the method it comes from
     a_star: Callable  # Distributions -> a*, per position or (per_token) per vocabulary token
-    pi: Callable  # (Distributions, defer) -> the distribution the draft token is verified against
+    pi: Callable  # (Distributions, defer, alpha) -> the distribution the draft token is verified against
     statistic: tuple | None = None  # (label, position -> value)
     threshold: tuple | None = None  # (formula, (position, alpha) -> value)
     per_token: bool = False
@@ -190,6 +204,7 @@ class Rule:
     alpha_used: bool = True
     decides_on_q: bool = False  # its decision reads the draft alone (a sequential cascade calls p only to defer)
     defers_above: bool = False  # it defers where its statistic is above the threshold (a divergence), not below
+    mix: bool = False  # pi = alpha p + (1 - alpha) q everywhere: alpha is Lemma 3's r itself, not a threshold
     note: str = ""  # how it differs from the method it comes from, or which reading of its source it takes
 
     @property
@@ -207,7 +222,7 @@ class Rule:
 
     def target(self, d, alpha):
         """pi at every position of d."""
-        return self.pi(d, self.defers(d, alpha))
+        return self.pi(d, self.defers(d, alpha), alpha)
 
     def a_star_at(self, d, x):
         """a* of the draft tokens x (shape ``[...]``): a token rule's at those tokens alone."""
@@ -228,7 +243,7 @@ class Rule:
         if self.pi is pi_per_position:
             at = torch.where(deferred, column(d.p, x).squeeze(-1), column(d.q, x).squeeze(-1))
             return at, lambda j: (d.p if deferred[j] else d.q)[j : j + 1], deferred
-        pi = self.pi(d, None)  # p or q itself
+        pi = self.pi(d, None, alpha)  # p or q itself, or the ensemble's mixture of both
         return column(pi, x).squeeze(-1), lambda j: pi[j : j + 1], deferred
 
     def check_alpha(self, alpha):
@@ -278,6 +293,11 @@ RULES = {rule.name: rule for rule in (
          "keep x with prob min(1, p(x) / ((1 - alpha) q(x)))", "1 - p(x) / q(x)", (0.0, 1.0), "lenience",
          "Leviathan et al. (2023), A.5", lossy_a_star, pi_target, ("p(x) / q(x)", lambda pos: 1 - pos["a_star"]["lossy"]),
          ("1 - alpha", lambda pos, a: 1 - a), per_token=True, upper_open=True, lenience=True),
+    Rule("ensemble", "speculative", "static ensemble verification: the draft's token checked against a mix of both "
+         "models", "always: pi = alpha p + (1 - alpha) q", "inf", (0.0, 1.0), "the target's weight w in the mix: "
+         "larger is nearer the target and rejects more (w TV, Lemma 3 with r = w)", "transformers' "
+         "assistant_ensemble_weight (DIVERSED, arXiv 2604.07622; PR #45979)", always, pi_ensemble,
+         mix=True, note=ENSEMBLE_READING),
     Rule("bild", "position", "BiLD*: defer when the target finds the draft surprising", "-sum_v q(v) log p(v) > alpha",
          "that cross-entropy", (0.0, 10.0), "how surprised the target may be", "BiLD* (Kim et al., 2023), the "
          "paper's baseline", bild_a_star, pi_per_position, ("D(q, p)", lambda pos: pos["a_star"]["bild"]),

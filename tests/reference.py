@@ -52,6 +52,8 @@ def literal_pi(rule, qs, ps, q, p, alpha, greedy):
     }
     if rule == "lossless":
         return p
+    if rule == "ensemble":  # transformers' v = w p + (1 - w) q, w = alpha
+        return alpha * p + (1 - alpha) * q
     if rule in position_defer:
         return p if position_defer[rule]() else q
     r = {"v1": qs < max_p - alpha, "v2": ps < max_p - alpha, "v3": ps < (1 - alpha) * max_p}[rule].astype(float)

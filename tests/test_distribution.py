@@ -8,7 +8,7 @@ from cascade_core.distributions import Distributions
 from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.3, "v1": 0.2, "v2": 0.2, "v3": 0.5, "lossless": 0.0, "lossy": 0.4,
-         "bild": 1.0, "fuzzy": 0.3, "judge": 2.5, "target": 0.0, "draft": 0.0}
+         "bild": 1.0, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6, "target": 0.0, "draft": 0.0}
 N_SAMPLES = 6000
 
 

@@ -16,7 +16,7 @@ from test_floor import dear
 from test_head import head_folder, head_pair  # noqa: F401 (fixtures)
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0, "lossy": 0.9,
-         "bild": 3.7, "fuzzy": 0.3, "judge": 2.5}
+         "bild": 3.7, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6}
 GAMMAS = [1, 2, 3, 4, 5, 6, 7, 8, "auto"]
 N = 20
 

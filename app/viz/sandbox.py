@@ -110,7 +110,10 @@ def cost_html(rule, cost):
     ours, lossless = cost
     than = "above" if ours.total > lossless.total else "below" if ours.total < lossless.total else "equal to"
     beside = f"{than} lossless's TV(p, q) = {lossless.total:.4f}"
-    if not RULES[rule].per_token:
+    if RULES[rule].mix:
+        text = (f"Lemma 3 with a fractional r = alpha: pi = alpha p + (1 − alpha) q rejects the draft's token with "
+                f"probability alpha TV(p, q) = {ours.eta:g} × {lossless.total:.4f} = {ours.total:.4f}, {beside}.")
+    elif not RULES[rule].per_token:
         text = (f"Lemma 3: a position rule's pi is q or p, so {rule} rejects the draft's token with probability "
                 f"r TV(p, q) = {ours.eta:g} × {lossless.total:.4f} = {ours.total:.4f}, {beside}.")
     else:
@@ -130,6 +133,9 @@ def sandbox_html(labels, numbers, rule, alpha, loaded=None, cost=None):
     deferred = [label for label, d in tokens if d]
     if not record.alpha_used:
         decision = record.summary
+    elif record.mix:
+        decision = (f"{rule} decides nothing: every proposal is verified against the mix pi = {alpha:.2f} p + "
+                    f"{1 - alpha:.2f} q (alpha is the target's weight).")
     elif record.per_token:
         kept = [label for label, d in tokens if not d]
         decision = (f"{rule} keeps the accepted set A = {{{', '.join(map(repr, kept))}}} (a proposal from A is kept "
