@@ -337,7 +337,7 @@ def build_compare(handlers, explore, tabs, values):
                  **GENERATING).then(
         handlers.run, inputs, [runs, rows, stats, status], **GENERATING)
     run.click(handlers.run, inputs, [runs, rows, stats, status], **GENERATING)
-    rows.click(handlers.open_row, runs, explore.opened + [tabs], **INSTANT).then(
-        explore.handlers.run, explore.settings, explore.view, **GENERATING)
+    explore.after_run(rows.click(handlers.open_row, runs, explore.opened + [tabs], **INSTANT).then(
+        explore.handlers.run, explore.settings, explore.view, **GENERATING))
     return dict(prompt=prompt, draft=draft, rows=LinkField(cells, rows_text), gamma=gamma, temperature=temperature,
                 seed=seed, max_new_tokens=max_new_tokens)

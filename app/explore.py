@@ -7,14 +7,14 @@ import gradio as gr
 
 from cascade_core import Trace, replay_steps, stream
 from cascade_core.batch import measure_auto_prices, run_prices
-from cascade_core.models import with_draft
+from cascade_core.models import DRAFT_KINDS, with_draft
 from cascade_core.prices import measured_c, missing_prices
 from cascade_core.replay import replay_length
 from cascade_core.settings import AUTO_GAMMAS, whole_number
 
 from .explore_panels import cleared, differences, inspector_view, retargeted, settings_note
 from .explore_views import (Recoloured, Run, acceptance_view, answer_view, figures_view, recolour_status,
-                            stats_view, status_only, view_of, view_interval)
+                            slider_c, stats_view, status_only, view_of, view_interval)
 from .block_steps import closed, opened, replay_progress, replaying
 from .controls import run_defaults
 from .gpu import gpu
@@ -60,8 +60,31 @@ class ExploreHandlers:
         spec = with_draft(self.default_pair_spec, self.default_draft)
         pair = self.pairs.peek(spec)
         c = None if pair is None else measured_c(pair)
-        self.start_c = DEFAULT_COST_RATIO if c is None else min(max(round(c, 2), 0.01), 1.0)
+        self.start_c = DEFAULT_COST_RATIO if c is None else slider_c(c)
         return self.start_c
+
+    def unset_cs(self, run):
+        """The c's the slider is put at rather than set by the user: where it started (``start_c``) and each draft's
+        measured c beside the run's target (prices.measured_c, where that pair is loaded and priced), which the
+        slider follows (``follow_c``). At any other c the user set it, and Leviathan's estimate is shown there."""
+        cs = {self.start_c}
+        for kind in DRAFT_KINDS:
+            try:
+                pair = self.pairs.peek(with_draft(run.pair_spec, kind))
+            except ValueError:  # a hub target without a known draft of this kind
+                continue
+            c = None if pair is None else measured_c(pair)
+            cs |= set() if c is None else {slider_c(c)}
+        return cs
+
+    def follow_c(self, run, cost_ratio):
+        """After a run: c's slider at the run's own draft's measured c, with the speed-up redrawn there, where the
+        slider holds no c the user set (``unset_cs``), so that choosing another draft moves it to that draft's c once
+        it is measured; left as it is where the user set c, or before the run's prices are known."""
+        c = None if run is None or run.prices is None else slider_c(run.prices.c)
+        if c is None or slider_c(cost_ratio) == c or slider_c(cost_ratio) not in self.unset_cs(run):
+            return gr.skip(), gr.skip()
+        return c, stats_view(run, c, self.unset_cs(run))[1]
 
     def __reduce__(self):
         # ZeroGPU's @spaces.GPU runs a call in a forked worker and pickles its arguments, self included: a
@@ -74,7 +97,7 @@ class ExploreHandlers:
         """The view of ``run`` under (rule, alpha); ``applying``: the settings a regeneration applies (its status
         says them)."""
         answer, first_changed, sources, _ = answer_view(run, rule, alpha, running)
-        stats, speedup = stats_view(run, cost_ratio, self.start_c)
+        stats, speedup = stats_view(run, cost_ratio, self.unset_cs(run))
         plots = figures_view(run, rule, alpha, sources, first_changed) if with_figures else (gr.skip(),) * 3
         # the run's own verify steps: they stay as they are when alpha moves (figures_view's plots follow it)
         acceptance = acceptance_view(run) if with_figures else gr.skip()
@@ -273,7 +296,7 @@ class ExploreHandlers:
                           recolour_status(run, rule, alpha, first_changed, decides))
 
     def update_speedup(self, run, cost_ratio):
-        return stats_view(run, cost_ratio, self.start_c)[1]
+        return stats_view(run, cost_ratio, () if run is None else self.unset_cs(run))[1]
 
     # -- inspector ---------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ then the inspector's bars and block and the stats; the critical-alpha plot and t
 to read this" panel; wired to ExploreHandlers (app/explore.py). On a phone's width the answer comes right after the
 prompt, before the settings (assets/style.css)."""
 from dataclasses import dataclass
+from typing import Callable
 
 import gradio as gr
 
@@ -116,6 +117,7 @@ class Explore:
     run_state: gr.State
     opened: list  # what "open in Explore" sets: prompt, draft, rule, alpha, rule text, gamma, T, tokens, seed
     linked: Linked  # what a link sets
+    after_run: Callable  # chains onto an event that runs here what follows every run (wire's then_note)
 
 
 def build_explore(handlers: ExploreHandlers, pair_spec, public):
@@ -141,13 +143,13 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     view = list(View(run_state, o["answer"], o["stats"], o["speedup"], o["step_plot"], o["alpha_plot"],
                      o["decision_plot"], o["acceptance_plot"], c["status"], o["note"], o["inspector_text"], o["inspector_plot"],
                      o["inspected"], *block_outputs(o["block"])))
-    wire(handlers, c, o, run_state, settings, view)
+    after_run = wire(handlers, c, o, run_state, settings, view)
     fields = {name: c[name] for name in ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed",
                                          "max_new_tokens", "reproducible")}
     linked = explore_linked(fields, c["rule_text"], c["advanced"])
     opened = [c[name] for name in ("prompt", "draft", "rule", "alpha", "rule_text", "gamma", "temperature",
                                    "max_new_tokens", "seed")]
-    return Explore(handlers, settings, view, run_state, opened, linked)
+    return Explore(handlers, settings, view, run_state, opened, linked, after_run)
 
 
 REPRODUCIBLE_MEANING = "decode alone, bitwise the solo run"
@@ -206,8 +208,9 @@ def settings_controls(handlers, pair_spec, public, prompt, o):
         c["reproducible"] = gr.Checkbox(False, elem_id="reproducible",
                                         label=f"Reproducible: {REPRODUCIBLE_MEANING} (slower on a busy server)")
         o["cost_ratio"] = gr.Slider(0.01, 1.0, value=handlers.default_cost_ratio(), step=0.01, elem_id="cost-ratio",
-                                    label="draft/target cost ratio c (one draft call / one target call): starts at the "
-                                          "default draft's measured c; move it for a hypothetical draft's estimate")
+                                    label="draft/target cost ratio c (one draft call / one target call): the run's "
+                                          "draft's measured c, following the draft you choose; move it for a "
+                                          "hypothetical draft's estimate")
         o["presets"] = cost_presets(ASSETS / "measured-costs.json")
         o["preset_buttons"] = [gr.Button(label, size="sm", elem_classes=["cost-preset"]) for label, _ in o["presets"]]
     return c
@@ -240,13 +243,17 @@ def outputs():
 def wire(handlers, c, o, run_state, settings, view):
     """Explore's events: one run per page (ExploreHandlers._supervised: a newer one takes the view from the one
     before), every setting applied when let go of (the prompt on Shift+Enter or Run), instant recolouring, the mark of
-    settings the run shown was not made with (after every change and every run), the inspector, the cost ratio."""
+    settings the run shown was not made with (after every change and every run), the inspector, the cost ratio.
+    Returns what chains onto an event that runs here what follows every run (Explore.after_run)."""
     live = list(Recoloured(o["answer"], o["step_plot"], o["alpha_plot"], o["decision_plot"], c["status"]))
     rule, alpha, cost_ratio, speedup = c["rule"], c["alpha"], o["cost_ratio"], o["speedup"]
     noted = [run_state, *settings]
 
     def then_note(event):
-        return event.then(handlers.settings_note, noted, o["note"], **INSTANT)
+        """After a run: the mark of the settings it was not made with, and c's slider at the run's own draft's
+        measured c unless the user set c (ExploreHandlers.follow_c)."""
+        return event.then(handlers.settings_note, noted, o["note"], **INSTANT).then(
+            handlers.follow_c, [run_state, cost_ratio], [cost_ratio, speedup], **INSTANT)
 
     then_note(c["run"].click(handlers.run, settings, view, api_name="run_ui", **GENERATING))
     then_note(c["prompt"].submit(handlers.run, settings, view, api_name="submit_ui", **GENERATING))
@@ -276,6 +283,7 @@ def wire(handlers, c, o, run_state, settings, view):
     o["answer"].click(handlers.inspect, [run_state, rule, alpha], [o["inspector_text"], o["inspector_plot"],
                                                                    o["inspected"]], **INSTANT)
     wire_block_steps(o["block"], handlers.open_block, [run_state, o["inspected"]])
+    return then_note
 
 
 def draft_for_pair(spec):

@@ -88,18 +88,24 @@ def resume_caption(trace):
             f"{n - trace.resumed_from} regenerated tokens; the first {trace.resumed_from} were reused.")
 
 
-def stats_view(run, cost_ratio, start_c=None):
+def slider_c(c):
+    """c on the c slider's scale (0.01 to 1, in steps of 0.01)."""
+    return min(max(round(c, 2), 0.01), 1.0)
+
+
+def stats_view(run, cost_ratio, unset=()):
     """(stats Markdown, speed-up Markdown) for the run on screen: its speed-up over the target alone priced with the
     pair's measured calls (costs.speedup_over_target, the one every tab shows), once the run has finished, and
     Leviathan et al.'s estimate at the slider's c only where the user set c: neither this draft's measured c nor
-    where the slider started (``start_c``)."""
+    one the slider was put at rather than set (``unset``: where it started, another draft's measured c it
+    followed)."""
     if run is None:
         return stats_markdown(None), speedup_markdown(None, None)
     trace, prices = run.trace, run.prices
     rule, gamma = trace.settings["rule"], trace.gamma
     priced = speedup_over_target(trace.sources, rule, gamma, prices)
-    own_c = None if prices is None else round(prices.c, 2)
-    set_by_user = round(cost_ratio, 2) not in (own_c, start_c)
+    own_c = None if prices is None else slider_c(prices.c)
+    set_by_user = slider_c(cost_ratio) not in {own_c, *unset}
     at_c = speedup_at_c(trace.sources, rule, gamma, cost_ratio) if set_by_user else None
     target_alone = None if prices is None else 1 / prices.target  # one target call per token, measured here
     return (stats_markdown(trace.stats, resume_caption(trace), run.pair, target_alone),

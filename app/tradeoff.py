@@ -222,8 +222,9 @@ def build_tradeoff(handlers, explore, tabs, values):
     for control in (x_axis, c, quality):
         control.input(handlers.redraw, [rows, x_axis, c, quality], plot, **INSTANT)
     upload.upload(handlers.upload, [upload, x_axis, c, quality], [rows, plot, status], **INSTANT)
-    open_button.click(handlers.open_point, [rows, point, prompt, draft, gamma, temperature, seed, max_new_tokens],
-                      explore.opened + [tabs], **INSTANT).then(
-        explore.handlers.run, explore.settings, explore.view, **GENERATING)
+    opened = open_button.click(handlers.open_point, [rows, point, prompt, draft, gamma, temperature, seed,
+                                                     max_new_tokens], explore.opened + [tabs], **INSTANT)
+    explore.after_run(opened.then(
+        explore.handlers.run, explore.settings, explore.view, **GENERATING))
     return dict(prompt=prompt, draft=draft, rules=rules, alphas=alphas, gamma=gamma, temperature=temperature, seed=seed,
                 max_new_tokens=max_new_tokens)

@@ -103,7 +103,7 @@ def test_a_hypothetical_c_is_shown_only_where_the_user_sets_it(tiny64):
     moved = round(prices.c, 2) + 0.1
     _, text = stats_view(Run(trace, "tiny", prices), moved)
     assert f"At c = {moved:.2f}, set by you" in text and f"on this machine: {priced(tiny64, trace):.2f}×" in text
-    _, untouched = stats_view(Run(trace, "tiny", prices), moved, start_c=moved)  # where the slider started
+    _, untouched = stats_view(Run(trace, "tiny", prices), moved, unset={moved})  # where the slider started
     assert "set by you" not in untouched
 
 
@@ -120,6 +120,33 @@ def test_cs_slider_starts_at_the_default_drafts_measured_c():
     c = measured_c(pair)
     assert c == pytest.approx(pair.prices[("draft", 1)] / pair.prices[("target", 1)])
     assert handlers.default_cost_ratio() == min(max(round(c, 2), 0.01), 1.0)
+
+
+def test_cs_slider_follows_the_chosen_drafts_measured_c_until_the_user_sets_c():
+    """After a run the slider moves to its own draft's measured c where it holds no c the user set (where it started,
+    or another draft's measured c it followed): choosing the head after the draft model moves it to the head's c, and
+    Leviathan's estimate never appears at a c the slider was put at. A c the user set stays, with the estimate."""
+    import gradio as gr
+    from test_app import SETTINGS, run_to_end
+    from app.explore import ExploreHandlers
+    from app.pairs import PairCache
+    from cascade_core.prices import measured_c
+    handlers = ExploreHandlers(PairCache(), "tiny")
+    start = handlers.default_cost_ratio()
+    settings = dict(SETTINGS, max_new_tokens=12, cost_ratio=start)
+    cs = {}
+    for draft in ("model", "head"):
+        view = run_to_end(handlers, **dict(settings, draft=draft))
+        cs[draft] = round(measured_c(handlers.pairs.peek(view.run.pair_spec)), 2)
+        assert "set by you" not in view.speedup  # at where the slider was put, no hypothetical figure
+        slider, speedup = handlers.follow_c(view.run, settings["cost_ratio"])
+        assert slider == max(cs[draft], 0.01) and "set by you" not in speedup
+        settings["cost_ratio"] = slider
+    assert cs["model"] != cs["head"]  # the slider moved from one draft's c to the other's
+    view = run_to_end(handlers, **dict(settings, draft="model", cost_ratio=0.5))
+    assert handlers.follow_c(view.run, 0.5) == (gr.skip(), gr.skip())  # the user's c stays
+    assert "At c = 0.50, set by you" in view.speedup
+    assert handlers.follow_c(None, start) == (gr.skip(), gr.skip())  # no run, no measured c: where it is
 
 
 def test_the_engines_clock_leaves_out_a_readers_time(tiny64):
