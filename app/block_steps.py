@@ -17,10 +17,11 @@ DIVERGED = ("This replay parts from the run on the page in this block: a decisio
             "(a near-tie).")
 
 
-def build_block_steps(prefix, label="Step through its block"):
-    """The open button, the view, Back and Next (shown once a block is open) and the page's state of them."""
+def build_block_steps(prefix, label="Step through its block", note=""):
+    """The open button, the view (``note``: what it says before a block is open), Back and Next (shown once a block
+    is open) and the page's state of them."""
     c = dict(open=gr.Button(label, size="sm", elem_id=f"{prefix}-open"),
-             view=gr.HTML(block_html(), elem_id=f"{prefix}-steps"))
+             view=gr.HTML(block_html(note=note), elem_id=f"{prefix}-steps"))
     with gr.Row(visible=False) as c["buttons"]:
         c["back"] = gr.Button("← Back", size="sm", elem_id=f"{prefix}-back", min_width=80)
         c["next"] = gr.Button("Next step →", size="sm", variant="primary", elem_id=f"{prefix}-next", min_width=80)
@@ -74,8 +75,9 @@ def closed(message):
     return None, 1, block_html(note=message), gr.update(visible=False)
 
 
-def opened(replay, tokens):
-    """A replay at its first stage; ``tokens``: the run on the page, which the replay's block is checked against."""
-    start = replay["start"]
+def opened(replay, tokens, special=frozenset()):
+    """A replay at its first stage; ``tokens``: the run on the page, which the replay's block is checked against;
+    ``special``: the pair's special token ids, which the view shows as a mark (kept in the page's replay)."""
+    replay, start = dict(replay, special=frozenset(special)), replay["start"]
     note = "" if tokens[start: start + len(replay["emitted"])] == replay["emitted"] else DIVERGED
     return (replay, note), 1, block_html(replay, 1, note), gr.update(visible=True)

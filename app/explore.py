@@ -325,7 +325,7 @@ class ExploreHandlers:
         except ValueError as error:
             yield closed(str(error))
             return
-        yield opened(replay, run.trace.tokens)
+        yield opened(replay, run.trace.tokens, run.special)
 
     @gpu(lambda a: replay_length(a["s"], a["where"].get("run")), lambda a: drafts_with_a_head(a["s"].pair_spec))
     def replay(self, s, **where):

@@ -20,7 +20,7 @@ from .options import GENERATING, INSTANT, QUEUED_INSTANT
 from .pairs import pair_default_draft
 from .sandbox import START, SandboxHandlers
 from .settings import AppSettings
-from .streaming import warns_in_page
+from .streaming import event_index, warns_in_page
 from .tradeoff import TradeoffHandlers
 from .viz.compare import compare_html
 from .viz.decision_map import decision_map_figure
@@ -33,6 +33,17 @@ WAITING = ("*Commit to an answer first, then run it: whether it held, and what t
 NOT_COMMITTED = ("*This run started before an answer was committed: pick one above and run it again to see whether "
                  "it holds.*")
 LOOK_FOR = "**What to look for in this run**\n\n"
+# A click on a token of a lesson's rows outlines its position in every row (the rows share positions) and sends it:
+# "Step through its block" then opens the block that wrote it.
+TOKENS_JS = """
+element.addEventListener('click', (event) => {
+  const token = event.target.closest('.tok[data-pos]');
+  if (!token) return;
+  element.querySelectorAll('.tok.selected').forEach((t) => t.classList.remove('selected'));
+  element.querySelectorAll(`.tok[data-pos="${token.dataset.pos}"]`).forEach((t) => t.classList.add('selected'));
+  trigger('click', {pos: Number(token.dataset.pos)});
+});
+"""
 
 
 class LearnHandlers:
@@ -97,18 +108,41 @@ class LearnHandlers:
 
 
     @gpu(lambda a: 2 * LESSONS[a["index"]].max_new_tokens)
-    def open_block(self, index):
-        """The lesson's last row's first block that ends in a rejection (else its first), replayed for the step-through.
-        Outputs: block_steps.outputs."""
+    def open_block(self, index, clicked=None):
+        """The block of the lesson's last row that wrote the ``clicked`` token (its position, from any row: the rows
+        share positions), else its first block of several tokens that ends in a rejection (where the keep test
+        passes, then fails, and the residual is sampled), replayed for the step-through. Outputs:
+        block_steps.outputs."""
         lesson = LESSONS[index]
         s = self.settings(lesson, *lesson.rows[-1])
         pair = self.pairs.get(s.pair_spec)
-        yield replaying(f"Running {label(s.rule, s.alpha)} to find a block that ends in a rejection…")
+        yield replaying(f"Running {label(s.rule, s.alpha)} to find its block…")
         trace = yield from mapped(ENGINE.iterate(stream(pair, s.prompt, batches=ENGINE.batches, settings=s),
                                                  s.max_new_tokens), lambda trace: (gr.skip(),) * 4)
-        position = next((i for i, source in enumerate(trace.sources) if source == "replaced"), 0)
+        shown = clicked is not None and 0 <= clicked < len(trace.positions)
+        position = clicked if shown else telling_block(trace.positions)
         replay = yield from replay_progress(pair, s, position=position, run=trace)  # one block, from the run
-        yield opened(replay, trace.tokens)
+        yield opened(replay, trace.tokens, special_ids(pair))
+
+
+def telling_block(positions):
+    """The first position of the first block that wrote several tokens and ends in a rejection (its keep tests pass,
+    then one fails, and the residual is sampled), else of several tokens, else of a rejection, else 0."""
+    blocks, firsts = {}, {}
+    for i, pos in enumerate(positions):
+        blocks.setdefault(pos["block"], []).append(pos["source"])
+        firsts.setdefault(pos["block"], i)
+    for wanted in (lambda b: len(b) > 1 and b[-1] == "replaced", lambda b: len(b) > 1, lambda b: "replaced" in b):
+        found = next((firsts[k] for k, b in blocks.items() if wanted(b)), None)
+        if found is not None:
+            return found
+    return 0
+
+
+def clicked_token(event: gr.EventData):
+    """A lesson row's clicked token: its position (None for anything else a crafted call sends)."""
+    position = event_index(event, "pos")
+    return None if position < 0 else position
 
 
 def rows_html(traces, drafts=(), special=frozenset()):
@@ -117,6 +151,20 @@ def rows_html(traces, drafts=(), special=frozenset()):
     drafts = list(drafts) + [None] * len(traces)
     return compare_html([(label(t.settings["rule"], t.settings["alpha"]) + (f", {d}" if d else ""), t.positions,
                           t.sources) for t, d in zip(traces, drafts)], special)
+
+
+def build_lesson_block(handlers, k, rows, run):
+    """Lesson ``k``'s step-through: the block of its last row that wrote the token clicked in its rows (a new run
+    forgets the click), else a block of several tokens that ends in a rejection."""
+    clicked = gr.State(None)
+    last = label(*LESSONS[k - 1].rows[-1])
+    block = build_block_steps(f"lesson-{k}-block", "Step through its block",
+                              f'Click a token of either row, then "Step through its block" to watch the {last} block '
+                              "that wrote it, one stage a press (without a click: its first block of several tokens "
+                              "that ends in a rejection).")
+    wire_block_steps(block, functools.partial(handlers.open_block, k - 1), clicked)
+    rows.click(clicked_token, None, clicked, **INSTANT)
+    run.click(lambda: None, None, clicked, **INSTANT)
 
 
 def build_derivation(k):
@@ -154,13 +202,12 @@ def build_learn(handlers: LearnHandlers, linked, tabs, link_status, press, value
                                     elem_id=f"lesson-{k}-run", scale=0, min_width=160)
                     opened = gr.Button(f"Open it in {TAB_NAMES[dict(lesson.opens)['tab']]}",
                                        elem_id=f"lesson-{k}-open", scale=0, min_width=260)
-                rows = gr.HTML("", elem_id=f"lesson-{k}-rows")
+                rows = gr.HTML("", elem_id=f"lesson-{k}-rows", js_on_load=TOKENS_JS if lesson.steps_through else None)
                 plot = gr.Plot(elem_id=f"lesson-{k}-plot", visible=lesson.kind in ("sandbox", "frontier") or
                                lesson.decision_map, show_label=False)
                 look = gr.Markdown(WAITING, elem_id=f"lesson-{k}-look")
                 if lesson.steps_through:
-                    block = build_block_steps(f"lesson-{k}-block", "Step through one of its blocks")
-                    wire_block_steps(block, functools.partial(handlers.open_block, k - 1), None)
+                    build_lesson_block(handlers, k, rows, run)
                 with gr.Row():
                     if k > 1:
                         back = gr.Button(f"← {k - 1}. {LESSONS[k - 2].title}", size="sm", elem_id=f"lesson-{k}-back")

@@ -122,7 +122,9 @@ LESSONS = (
            "proposals in order (rule `lossless`: pi = p), keeping each with probability min(1, p(x) / q(x)). At the "
            "first rejection it writes a token sampled from the residual norm(max(0, p - q)) instead, and that ends "
            "the block: every later proposal is discarded unseen. Kept tokens cost no target call of their own. "
-           "After the run, step through one of its blocks, one stage a press, with the engine's own numbers.",
+           "After the run, click a token and step through the block that wrote it, one stage a press, with the "
+           "engine's own numbers (at this temperature 0 every q(x), p(x) and keep probability is 1 or 0; Explore "
+           "at a temperature above 0 shows the test's fractions).",
            "At temperature 0, will the lossless row write a different text from the target alone? How many target "
            "calls will it need for the same tokens?",
            "rows", (("target", 0.0), ("lossless", 0.0)), temperature=0.0, look=look_for_speculative,

@@ -4,6 +4,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
+from cascade_core import generate, load_pair
 from test_browser import SCREENSHOTS, open_page, press_through_a_block
 
 LINK = ("?tab=explore&prompt=Hello+there&draft=head&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
@@ -58,8 +59,19 @@ def test_a_lesson_step_runs_and_says_what_to_look_for(tiny_app_url):
         assert "wrote the same text as the target alone" in look
         assert page.locator("#lesson-2-rows .compare-row").count() == 2
         page.screenshot(path=SCREENSHOTS / "tiny-learn.png", full_page=True)
+        # a click on the lossless row's token: the block that wrote it (the target row is a baseline: no blocks)
+        run = generate(load_pair("tiny"), "Who is Buzz Aldrin?", rule="lossless", temperature=0, seed=0,
+                       max_new_tokens=48)
+        blocks = {}
+        for i, pos in enumerate(run.positions):
+            blocks.setdefault(pos["block"], []).append(i)
+        block = next(b for b in blocks.values() if len(b) > 2)
+        page.click(f"#lesson-2-rows .compare-row[data-row='1'] .tok[data-pos='{block[-1]}']")
+        page.wait_for_timeout(500)  # the click's position reaches the server before the block is asked for
+        assert page.locator(f"#lesson-2-rows .tok.selected[data-pos='{block[-1]}']").count() == 2  # in both rows
         texts = press_through_a_block(page, "lesson-2-block")
-        assert "Block" in texts[0] and "What both caches keep" in texts[4]
+        assert f"tokens #{block[0]} to #{block[-1]}" in texts[0] and "What both caches keep" in texts[4]
+        assert "At temperature 0, q and p are one-hot" in texts[2]
         page.click("#lesson-2-next")
         page.wait_for_selector("#lesson-3-run")
         page.click("#copy-link")

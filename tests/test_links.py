@@ -212,6 +212,34 @@ def test_the_first_lessons_numbers_are_its_runs(lessons):
     assert f"Target calls: {runs[0].stats['target_calls']} alone, {s['target_calls']} with the draft" in look
 
 
+def test_the_speculative_decoding_lesson_steps_through_the_clicked_tokens_block(lessons):
+    """Lesson 2's step-through opens the block of its lossless row that wrote the clicked token; without a click, its
+    first block of several tokens that ends in a rejection. At its temperature 0 every q(x), p(x) and keep
+    probability is 1 or 0, as the view says, and the residual lists only the tokens it gives mass (one), not the
+    top-k's ties at 0 (where the tiny tokenizer's special tokens sat); a special token is a mark, not its text."""
+    from app.block_steps import opened
+    from app.learn import clicked_token
+    from app.viz.block import GREEDY, block_html
+
+    pair = PairCache().get("tiny")
+    run = generate(pair, "Who is Buzz Aldrin?", rule="lossless", temperature=0, seed=0, max_new_tokens=48)
+    (replay, _), step, view, _ = last(lessons.open_block(1))
+    assert step == 1 and len(replay["emitted"]) > 1 and replay["sources"][-1] == "replaced"
+    assert replay["start"] == next(i for i, pos in enumerate(run.positions) if pos["block"] == replay["block"])
+    for clicked in (0, len(run.positions) - 1, replay["start"] + 1):
+        (chosen, _), *_ = last(lessons.open_block(1, clicked))
+        assert chosen["start"] <= clicked < chosen["start"] + len(chosen["emitted"]), clicked
+        assert chosen["block"] == run.positions[clicked]["block"]
+    numbers = [pos[key] for pos in replay["positions"] for key in ("q", "p", "keep_probability")]
+    assert set(numbers) <= {0.0, 1.0} and GREEDY.strip() in block_html(replay, 3)  # the view's sentence holds
+    assert "residual-row" in block_html(replay, 4) and block_html(replay, 4).count('class="residual-row') == 1
+    correction = replay["correction"]["token"]
+    marked = opened(replay, run.tokens, {correction})[2]
+    assert 'block-token special' in marked and "∎" in marked
+    assert clicked_token(gr.EventData(None, {"pos": 5})) == 5
+    assert clicked_token(gr.EventData(None, {"pos": "x"})) is None  # what a crafted call can send
+
+
 def test_the_when_it_pays_lesson_times_both_drafts_in_its_own_runs(lessons):
     rows, _, look = last(lessons.run(7, LESSONS[7].answers[3].text))
     head_pair = PairCache().get("head -> tiny")

@@ -13,6 +13,11 @@ ALONE_STAGES = ("No proposal", "The target samples its own token", "What both ca
 DRAFTS = {"model": "draft model", "head": "EAGLE-3 head"}
 
 
+GREEDY = (" At temperature 0, q and p are one-hot (all their mass on their top token), so every q(x), p(x) and keep "
+          "probability here is 1 or 0: the test passes or fails for sure (at a temperature above 0 they are "
+          "fractions).")
+
+
 def stages(replay):
     """A replay's stages: a drafted block's, or those of a block the floor had the target take alone."""
     return ALONE_STAGES if replay is not None and replay["target_alone"] is not None else STAGES
@@ -22,7 +27,11 @@ def plural(n, word):
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _token(text):
+def _token(replay, token, text):
+    """A token as the step-through shows it: its literal text, or for one of the pair's special tokens (the replay's
+    ``special`` ids, which the page adds: end of turn, end of text) a mark, as Explore shows it."""
+    if token in replay.get("special", ()):
+        return f'<code class="block-token special" title="a special token: {html.escape(token_repr(text))}">∎</code>'
     return f'<code class="block-token">{html.escape(token_repr(text))}</code>'
 
 
@@ -42,7 +51,7 @@ def proposal_rows(replay, step):
     for j, pos in enumerate(replay["positions"] + replay["discarded_detail"]):
         start = replay["start"] + j
         discarded = j >= checked and step >= 4
-        cells = [f"x<sub>{j}</sub> (#{start})", _token(pos["text"]), number(pos["q"])]
+        cells = [f"x<sub>{j}</sub> (#{start})", _token(replay, pos["token"], pos["text"]), number(pos["q"])]
         cells.append(number(pos["p"]) if step >= 2 else "")
         if step >= 3:
             cells += [number(pos["pi"]), keep_bar(pos["keep_probability"], pos["uniform"], pos["kept"])] \
@@ -70,7 +79,8 @@ def stage_text(replay, step):
         keep = "min(1, p(x) / ((1 − α) q(x)))" if settings["rule"] == "lossy" else "min(1, π(x) / q(x))"
         return (f"π<sub>j</sub> = {html.escape(settings['rule'])}(q<sub>j</sub>, p<sub>j</sub>, α = "
                 f"{number(settings['alpha'])}); in order, x<sub>j</sub> is kept with probability {keep}. The mark is the "
-                "position's uniform u: kept exactly when it falls inside the bar.")
+                "position's uniform u: kept exactly when it falls inside the bar." +
+                (GREEDY if settings["temperature"] == 0 else ""))
     if step == 4:
         if correction is None:
             return f"Every proposal passed: the block emits all {n}, and no residual is sampled."
@@ -78,8 +88,9 @@ def stage_text(replay, step):
             "token that is not in the text." if n > checked else ""
         return (f"x<sub>{checked - 1}</sub> was rejected, so the target's correction is sampled from the residual "
                 f"norm(max(0, π − q)) with its uniform u = {number(replay['residual_uniform'])}: "
-                f"{_token(correction['text'])} (residual {number(correction['residual'])}).{tail}")
-    caches, last = replay["caches"], _token(replay["emitted_text"][-1])
+                f"{_token(replay, correction['token'], correction['text'])} (residual "
+                f"{number(correction['residual'])}).{tail}")
+    caches, last = replay["caches"], _token(replay, replay["emitted"][-1], replay["emitted_text"][-1])
     target = (f"The target's cache read {plural(caches['read'], 'slot')} for this block and keeps the "
               f"{caches['kept']} that lead to the emitted tokens ([last, x<sub>0</sub> .. x<sub>m−2</sub>], m = "
               f"{caches['kept']}), forgetting "
@@ -91,14 +102,16 @@ def stage_text(replay, step):
 
 
 def residual_bars(replay):
-    """The residual's top tokens as bars, the sampled correction marked."""
+    """The residual's top tokens as bars, the sampled correction marked; only tokens it gives mass (at temperature 0
+    the target's top token alone), not the top-k's ties at 0."""
     correction = replay["correction"]
     if correction is None:
         return ""
-    top = replay["residual_top"]
-    widest = max(t["probability"] for t in top) or 1.0
+    top = [t for t in replay["residual_top"] if t["probability"] > 0]  # the top-k's ties at 0 are not in it
+    widest = max((t["probability"] for t in top), default=1.0)
     bars = "".join(
-        f'<div class="residual-row{" chosen" if t["token"] == correction["token"] else ""}">{_token(t["text"])}'
+        f'<div class="residual-row{" chosen" if t["token"] == correction["token"] else ""}">'
+        f'{_token(replay, t["token"], t["text"])}'
         f'<span class="residual-bar" style="width:{70 * t["probability"] / widest:.1f}%"></span>'
         f'<span>{number(t["probability"])}</span></div>' for t in top)
     return f'<div class="residual" aria-label="the residual\'s top tokens">{bars}</div>'
@@ -120,7 +133,8 @@ def alone_rows(replay, step):
     alone = replay["target_alone"]
     cells = [f"#{replay['start']}", "<em>no proposal</em>"]
     if step >= 2:
-        cells = [f"#{replay['start']}", _token(alone["text"]), number(alone["p"]), bin_bar(alone)]
+        cells = [f"#{replay['start']}", _token(replay, alone["token"], alone["text"]), number(alone["p"]),
+                 bin_bar(alone)]
     head = ["", "target's token", "p(x)", "its bin in p's CDF"] if step >= 2 else ["", "proposal"]
     return ('<table class="block-table"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr><tr>" +
             "".join(f"<td>{cell}</td>" for cell in cells) + "</tr></table>")
@@ -135,12 +149,13 @@ def alone_text(replay, step):
     if step == 2:
         return (f"One target call reads [last] and returns p (temperature {settings['temperature']:g}); the token is "
                 f"sampled from p with the position's uniform u = {number(alone['uniform'])}: the token whose bin in "
-                f"p's cumulative distribution holds u, {_token(alone['text'])} (p = {number(alone['p'])}).")
+                f"p's cumulative distribution holds u, {_token(replay, alone['token'], alone['text'])} (p = "
+                f"{number(alone['p'])}).")
     draft = (" The draft model read nothing this block: it reads [last] with its next call." if replay["draft"] ==
              "model" else " The head read nothing this block: it reads [last] with its next call, paired with the "
              "target's features of it from this pass.")
     return (f"The target's cache read 1 slot ([last]) and keeps it, forgetting none.{draft} The next block starts "
-            f"from {_token(alone['text'])}.")
+            f"from {_token(replay, alone['token'], alone['text'])}.")
 
 
 def block_html(replay=None, step=1, note=""):
@@ -152,7 +167,7 @@ def block_html(replay=None, step=1, note=""):
 
     names, alone = stages(replay), replay["target_alone"] is not None
     step = max(1, min(step, len(names)))
-    emitted = " ".join(_token(t) for t in replay["emitted_text"])
+    emitted = " ".join(_token(replay, *token) for token in zip(replay["emitted"], replay["emitted_text"]))
     text = alone_text if alone else stage_text
     items = "".join(f'<li class="stage{" current" if i == step else ""}"><strong>{names[i - 1]}.</strong> '
                     f"{text(replay, i)}{residual_bars(replay) if i == 4 else ''}</li>" for i in range(1, step + 1))
