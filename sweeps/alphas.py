@@ -1,5 +1,6 @@
 """Which alphas a sweep runs per rule: an explicit list, checked against each rule's range, or ``auto:N``: N alphas
-spread so that the deferral rates of a pilot run cover 0 to 1 evenly."""
+spread so that the deferral rates of a pilot run cover 0 to 1 evenly (the ensemble's, which defers nothing, spread
+over its range)."""
 import math
 import re
 
@@ -58,6 +59,8 @@ def auto_alphas(rule, a_stars, n):
     so the deferral rate at alpha is the share of a* above it. Rates k / (n - 1), k = 0 .. n - 1, are reached at
     the (1 - rate) quantiles of a* (just below the smallest a* for rate 1), clipped into the rule's range."""
     record = RULES[rule]
+    if record.mix:  # its alpha weighs the target in every position's pi: nothing defers, so spread the range
+        return [round(float(a), 4) for a in np.linspace(*record.alpha_range, n)] if n > 1 else [0.5]
     finite = np.array([a for a in a_stars if math.isfinite(a)])
     lo, hi = record.alpha_range
     lo = lo if math.isfinite(lo) else (finite.min() - 0.01 if len(finite) else -1.0)

@@ -123,6 +123,7 @@ def test_auto_alphas_spread_the_pilots_deferral_from_none_to_all(tiny, prompts):
         assert rates == sorted(rates, reverse=True) and len(alphas) >= 3, rule
         top = OPEN_TOP if RULES[rule].upper_open else hi
         assert (rates[-1] <= 0.2 or alphas[-1] == top) and (rates[0] >= 0.8 or alphas[0] == lo), (rule, rates)
+    assert auto_alphas("ensemble", [math.inf] * 8, 5) == [0.0, 0.25, 0.5, 0.75, 1.0]  # it defers nothing: its range
 
 
 def test_report_summary_and_html(fresh_rows, tmp_path):
@@ -166,22 +167,35 @@ def sweep_cli(*args, timeout=300):
     ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "'models/here' and the draft 'no/such' are not downloaded"),
     ("{\"prompt\": \"ok\"}\n", ["--per-category", "0"], "--per-category 0: give 1 or more"),
     ("{\"prompt\": \"ok\"}\n", ["--pair", "tiny", "--draft", "eagle"], "draft 'eagle' is not one of the tiny pair's"),
-    ("{\"prompt\": \"ok\"}\n", ["--rules", "v3", "--alphas", "0.5", "--ray-address", "ray://127.0.0.1:1"],
-     "cannot reach the Ray cluster at 'ray://127.0.0.1:1'"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, setup, args, message):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, setup, args, message):
+    """In-process (sweeps.__main__.main, as `python -m sweeps` runs it): each import of torch in a subprocess cost a
+    CI run ~25 s; the Ray cluster's case below runs as a subprocess, the command's smoke test."""
+    from sweeps.__main__ import main
     (tmp_path / "p.jsonl").write_text(setup)
-    argv = ["--prompts", str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "out"), *args]
-    r = sweep_cli(*argv)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
+    try:
+        status = main(["--pair", "tiny", "--prompts", str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "out"), *args])
+    except SystemExit as exit_:  # argparse's own refusals
+        status = exit_.code
+    stderr = capsys.readouterr().err
+    assert status == 2 and message in stderr and "Traceback" not in stderr, stderr
+    assert len([line for line in stderr.splitlines() if line.startswith("error:")]) == 1
+
+
+def test_an_unreachable_ray_cluster_is_one_line_and_exit_2(tmp_path):
+    """The command as a user types it, in a process of its own (ray.init's failure must not touch this one)."""
+    (tmp_path / "p.jsonl").write_text('{"prompt": "ok"}\n')
+    r = sweep_cli("--prompts", str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "out"), "--rules", "v3", "--alphas",
+                  "0.5", "--ray-address", "ray://127.0.0.1:1")
+    assert r.returncode == 2 and "cannot reach the Ray cluster at 'ray://127.0.0.1:1'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
 
 
 def test_an_interrupted_sweep_resumes_to_the_same_rows(tmp_path, tiny):
     (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"Story {i}:"}) + "\n"
                                               for i in range(4)))
     argv = ["--prompts", str(tmp_path / "p.jsonl"), "--rules", "chow,v3", "--alphas", "0.3,0.6,0.9",
-            "--max-new-tokens", "200", "--out", str(tmp_path / "out")]
+            "--max-new-tokens", "80", "--out", str(tmp_path / "out")]
     killed = subprocess.Popen([sys.executable, "-m", "sweeps", "--pair", "tiny", *argv], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows_file = tmp_path / "out" / "rows.jsonl"
@@ -194,11 +208,11 @@ def test_an_interrupted_sweep_resumes_to_the_same_rows(tmp_path, tiny):
     assert 3 <= written < 24, "the sweep was meant to be killed half-way"
     with open(rows_file, "a") as f:
         f.write('{"prompt_id": "p3", "rule": "v3", "al')  # a row cut short mid-write
-    r = sweep_cli(*argv)
-    assert r.returncode == 0, r.stderr
+    from sweeps.__main__ import main
+    assert main(["--pair", "tiny", *argv]) == 0  # the resume in this process: one torch import less
     resumed = [json.loads(line) for line in rows_file.read_text().splitlines()]
     whole = sweep("tiny", load_prompts(tmp_path / "p.jsonl"), ["chow", "v3"], [0.3, 0.6, 0.9], [0], gamma=4,
-                  max_new_tokens=200, pair=tiny)
+                  max_new_tokens=80, pair=tiny)
     assert_same(untimed(resumed), untimed(whole), "rows")
     assert (tmp_path / "out" / "summary.csv").exists() and (tmp_path / "out" / "report.html").exists()
 
