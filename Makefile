@@ -7,7 +7,7 @@ DEV := $(VENV)/.installed-dev
 # gradio as the Space runs it: the README's sdk_version
 GRADIO := gradio==$(shell sed -n 's/^sdk_version: *//p' README.md)
 
-.PHONY: setup setup-dev run test bench bench-app load-test distill browser
+.PHONY: setup setup-dev run test test-fast bench bench-app load-test distill browser
 
 $(RUNTIME): requirements.txt README.md
 	python3 -m venv $(VENV)
@@ -33,7 +33,11 @@ browser:
 		|| echo "chromium could not be installed: the browser test will skip"
 
 test: setup-dev browser
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest --durations=25
+
+# The quick loop on a 2-core machine: the engine and the in-process handlers, none of the tiers in pytest.ini
+test-fast: setup-dev
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -m "not (browser or process or ray or compile or bundled or slow)"
 
 # The speed-up table at the app's settings (rule x alpha x gamma against target-only, the calls measured), then the
 # comparison with transformers' generate and assisted generation, the drafts, and the weight precisions side by side

@@ -150,7 +150,7 @@ def rows_html(traces, drafts=(), special=frozenset()):
     pair's special token ids, a mark, not text."""
     drafts = list(drafts) + [None] * len(traces)
     return compare_html([(label(t.settings["rule"], t.settings["alpha"]) + (f", {d}" if d else ""), t.positions,
-                          t.sources) for t, d in zip(traces, drafts)], special)
+                          t.sources) for t, d in zip(traces, drafts)], special, opens=False)
 
 
 def build_lesson_block(handlers, k, rows, run):

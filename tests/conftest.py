@@ -48,3 +48,31 @@ def tiny_app_url():
         yield url
     finally:
         demo.close()
+
+
+# -- The suite's tiers (pytest -m; `make test-fast` runs none of them) ------------------------------------------------
+# Read off what a test needs (the fixtures it uses, transitively, and its module), so no test has to remember its own.
+SERVERS = {"tiny_app_url", "fair_app", "slow_app", "counted_app"}  # each serves the app on a port of its own
+PROCESS_MODULES = {"test_bench", "test_hub_export", "test_space"}  # they start Python processes of their own
+SLOW_MODULES = {"test_sweeps", "test_precision", "test_replay", "test_distill", "test_distill_head",
+                "test_reproducible", "test_stopping"}  # many runs of 10 s or more
+# The engine's chi-square tests (thousands of sampled runs a rule, ~16 s each): the distributions' own chi-square
+# and the token-for-token reference loop stay in the quick loop
+SLOW_TESTS = {"test_engine_first_token_follows_pi", "test_emitted_token_follows_pi_with_a_head"}
+
+
+def tiers(item):
+    """The marks of one test: browser (chromium), process (a server or a Python process of its own), ray, compile
+    (the compiled path or CUDA), bundled (the bundled SmolLM2 pair), slow (a module of many long runs)."""
+    names, module = set(item.fixturenames), item.path.stem
+    found = {"browser": module.startswith("test_browser"), "process": bool(names & SERVERS) or module in PROCESS_MODULES,
+             "ray": "local_ray" in names, "compile": module in ("test_compiled", "test_cuda"),
+             "bundled": "bundled" in names or module == "test_bundled",
+             "slow": module in SLOW_MODULES or item.originalname in SLOW_TESTS}
+    return [mark for mark, holds in found.items() if holds]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for mark in tiers(item):
+            item.add_marker(mark)

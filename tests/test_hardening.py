@@ -22,6 +22,7 @@ from browser import slowed_tiny_app
 from cascade_core import RULES, generate, load_pair
 from cascade_core.sampling import untempered_and_tempered
 from test_app import load_script, run_to_end
+from test_cli import cli
 
 
 def strict_loads(text):
@@ -45,8 +46,7 @@ def test_every_rule_over_the_api_is_strict_json(client, rule):
 
 
 def test_cli_json_is_strict():
-    r = subprocess.run([sys.executable, "-m", "cascade_core", "run", "--pair", "tiny", "--prompt", "Hi", "--rule",
-                        "lossless", "--max-new-tokens", "4", "--json"], capture_output=True, text=True, timeout=120)
+    r = cli("run", "--pair", "tiny", "--prompt", "Hi", "--rule", "lossless", "--max-new-tokens", "4", "--json")
     assert strict_loads(r.stdout)["settings"]["alpha_range"] == ["-inf", "inf"]
 
 
@@ -102,8 +102,7 @@ def test_cli_rejects_invalid_utf8_in_one_line():
     (["--temperature", "1e-38"], "error: temperature must be 0 (greedy)"),
 ])
 def test_cli_values(args, message):
-    r = subprocess.run([sys.executable, "-m", "cascade_core", "run", "--pair", "tiny", "--prompt", "Hi",
-                        "--max-new-tokens", "4", *args], capture_output=True, text=True, timeout=120)
+    r = cli("run", "--pair", "tiny", "--prompt", "Hi", "--max-new-tokens", "4", *args)
     if message is None:
         assert r.returncode == 0, r.stderr
     else:

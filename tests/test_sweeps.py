@@ -335,7 +335,7 @@ def test_lossless_is_drawn_over_the_rules_that_reach_it_and_one_point_draws_no_n
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps(next(r for r in fresh_rows if r["rule"] == "chow")) + "\n", encoding="utf-8")
     rows, figure, status = TradeoffHandlers.upload(str(path), "calls", 0.25)
-    assert status == "Loaded 1 rows." and len(figure.data[0].x) == 1
+    assert status == "Loaded 1 row." and len(figure.data[0].x) == 1
     assert figure.layout.xaxis.rangemode == figure.layout.yaxis.rangemode == "nonnegative"
 
 

@@ -73,7 +73,7 @@ def test_compare_with_a_head_runs_every_row_but_draft_only_and_says_why(client, 
                                            max_new_tokens=8).tokens
     cells = ["v3", 0.5, "draft", 0.0, "", 0.0, "", 0.0, "", 0.0, "", 0.0]
     *_, (kept, _, _, status) = CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, *cells)
-    assert len(kept) == 1 and status.startswith("Done: 1 rows. Not run: row 2 (draft) needs a draft that runs alone")
+    assert len(kept) == 1 and status.startswith("Done: 1 row. Not run: row 2 (draft) needs a draft that runs alone")
     with pytest.warns(UserWarning, match="row 1 \\(draft\\) needs a draft that runs alone"):
         list(CompareHandlers(PairCache(), "tiny").run("Hello", "head", 3, 1.0, 0, 8, "draft", 0.0))
 

@@ -75,6 +75,8 @@ def test_tooltip_has_proposal_numbers_and_rule_a_star():
     for fragment in ("q(x) = 0.500", "p(x) = 0.400", "max q = 0.600", "max p = 0.700", "TV = 0.200",
                      "acceptance prob = 0.800", "a*(v3) = 0.430"):
         assert fragment in tip
+    # the statistics the rules read are temperature 1's, TV and the keep test the sampling distributions' (issue 64)
+    assert "p(x) = 0.400   (T = 1)" in tip and "max p = 0.700   (T = 1)   TV = 0.200   (the run's T)" in tip
 
 
 def test_a_baselines_tokens_have_a_label_of_their_own():
@@ -269,3 +271,13 @@ def test_the_step_figures_hover_reads_one_position(trace):
     assert [row[2] for row in said.customdata] == [s for s in sources]
     assert [row[1] for row in said.customdata][:3] == [number(pos["p_x"]) for pos in trace.positions[:3]]
     assert all(t.hoverinfo == "skip" for t in fig.data if t.name.startswith("p(x), "))
+
+
+def test_compare_rows_open_in_explore_but_a_lessons_rows_are_text():
+    """Compare's row labels are buttons its page script opens in Explore; a lesson's rows have no such link, so their
+    labels are not buttons that do nothing (app/learn.py's rows_html)."""
+    from app.viz.compare import compare_html
+    rows = [("v3 alpha 0.5", [position("a")], ["accepted"])]
+    assert '<button class="row-label" data-row="0"' in compare_html(rows)
+    shown = compare_html(rows, opens=False)
+    assert "<button" not in shown and '<span class="row-label">v3 alpha 0.5</span>' in shown

@@ -58,7 +58,8 @@ def proposal_rows(replay, step):
                 if j < checked else ["", "not tested: it comes after the rejection"]
         row_class = ' class="discarded"' if discarded else ""
         rows.append(f"<tr{row_class}>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-    head = ["", "proposal", "q(x)", "p(x)" if step >= 2 else ""] + (["π(x)", "keep test"] if step >= 3 else [])
+    at = f" (T = {replay['settings']['temperature']:g})"  # the sampling distributions; the hover card's are T = 1's
+    head = ["", "proposal", f"q(x){at}", f"p(x){at}" if step >= 2 else ""] + (["π(x)", "keep test"] if step >= 3 else [])
     return ('<table class="block-table"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) +
             "</table>")
 

@@ -22,10 +22,11 @@ def first_divergence(tokens, above):
                 None if len(tokens) == len(above) else min(len(tokens), len(above)))
 
 
-def compare_html(rows, special=frozenset()):
+def compare_html(rows, special=frozenset(), opens=True):
     """rows: [(label, positions, sources)]. Token i of every row gets the width of the widest token i, so positions
-    line up down the rows; a click on a row's label opens it in Explore. ``special``: the pair's special token ids
-    (end of turn, end of text), shown as a mark as Explore shows them, not as text."""
+    line up down the rows; a click on a row's label opens it in Explore (``opens``; a lesson's rows have no such
+    link, their labels are text). ``special``: the pair's special token ids (end of turn, end of text), shown as a
+    mark as Explore shows them, not as text."""
     widths = {}
     for _, positions, _ in rows:
         for i, pos in enumerate(positions):
@@ -39,8 +40,9 @@ def compare_html(rows, special=frozenset()):
                             special=pos["token"] in special)
                  for i, (pos, source) in enumerate(zip(positions, sources))]
         note = "" if split is None else f'<span class="diverge-note">leaves the row above at #{split}</span>'
-        lines.append(f'<div class="compare-row" data-row="{r}"><button class="row-label" data-row="{r}" '
-                     f'title="open this row in Explore">{html.escape(label)}</button>{note}'
+        name = (f'<button class="row-label" data-row="{r}" title="open this row in Explore">{html.escape(label)}</button>'
+                if opens else f'<span class="row-label">{html.escape(label)}</span>')
+        lines.append(f'<div class="compare-row" data-row="{r}">{name}{note}'
                      f'<div class="tokens aligned">{"".join(cells)}</div></div>')
         above = tokens
     legend = legend_html([label.split()[0] for label, _, _ in rows], regenerates=False,

@@ -11,6 +11,11 @@ def milliseconds(seconds):
     return f"{ms:.{0 if ms >= 9.95 else 1 if ms >= 0.995 else 2}f} ms"
 
 
+def counted(n, noun):
+    """'1 row', '2 rows': a count with its noun."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def number(value, digits=3):
     """A probability, a* or statistic for people: '–' when unknown, '∞' for infinities."""
     if value is None:

@@ -79,9 +79,11 @@ def tooltip(index, pos, source, rule):
         return f"#{index} {token_repr(pos['text'])}  ({source})\nsampled from the {model} alone{why}   {prob}"
     lines = [
         f"#{index} {token_repr(pos['text'])}  ({source})",
-        f"draft proposed {token_repr(pos['proposal_text'])}   q(x) = {number(pos['q_x'])}   p(x) = {number(pos['p_x'])}",
-        f"max q = {number(pos['max_q'])}   max p = {number(pos['max_p'])}   TV = {number(pos['tv'])}",
-        f"acceptance prob = {number(pos['accept_prob'])}   a*({rule}) = {number(a_star)}",
+        f"draft proposed {token_repr(pos['proposal_text'])}   q(x) = {number(pos['q_x'])}   p(x) = {number(pos['p_x'])}"
+        "   (T = 1)",
+        f"max q = {number(pos['max_q'])}   max p = {number(pos['max_p'])}   (T = 1)   TV = {number(pos['tv'])}"
+        "   (the run's T)",
+        f"acceptance prob = {number(pos['accept_prob'])}   (the run's T)   a*({rule}) = {number(a_star)}",
     ]
     if pos.get("near_tie"):
         lines.append(f"near-tie ({', '.join(pos['near_tie'])}): decided within {NEAR_TIE:g} of going the other way; "
