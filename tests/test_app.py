@@ -132,8 +132,9 @@ def test_run_streams_block_by_block_and_ends_with_figures(handlers, tiny, monkey
     steps = run.trace.speculative_decoding
     bars = last.acceptance_plot.data[0]  # the run's own verify steps, vLLM's per-position rates
     assert list(bars.y) == steps["acceptance_rate_per_position"] and list(bars.x) == list(range(1, len(bars.y) + 1))
-    assert f"{steps['num_accepted_draft_tokens']} of {steps['num_draft_tokens']} drafted" in \
-        last.acceptance_plot.layout.title.text
+    kept, checked = steps["num_accepted_draft_tokens"], run.trace.stats["tokens"] - run.trace.sources.count("target")
+    assert f"kept {kept} of {checked} checked ({run.trace.stats['acceptance_rate']:.0%}), of " \
+           f"{steps['num_draft_tokens']} drafted" in last.acceptance_plot.layout.title.text  # the stats' rate, vLLM's
     blank = next(v for v in views if isinstance(v.run, Run))
     assert blank.acceptance_plot is None and blank.step_plot is None  # a new run's plots go blank until it ends
 

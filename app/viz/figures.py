@@ -244,10 +244,12 @@ def acceptance_figure(metrics):
     fig.add_trace(go.Bar(x=positions, y=np.array(rates), marker_color=COLOURS["accepted"], customdata=kept,
                          hovertemplate=f"draft token %{{x}}: kept in %{{customdata}} of {n} verify steps"
                                        "<extra></extra>", showlegend=False))
-    title = (f"Acceptance by draft position: {metrics['num_accepted_draft_tokens']} of "
-             f"{metrics['num_draft_tokens']} drafted tokens kept ({metrics['draft_acceptance_rate']:.0%}),<br>"
-             f"{metrics['mean_acceptance_length']:.2f} tokens a verify step over {n} steps")
-    fig.update_layout(**{**LAYOUT, "height": 260, "margin": dict(LAYOUT["margin"], t=60)},
+    # kept of checked is the stats' acceptance rate; of drafted, vLLM's (the drafts after a rejection count too)
+    kept, checked = metrics["num_accepted_draft_tokens"], round(metrics["mean_acceptance_length"] * n)
+    title = (f"Acceptance by draft position<br>kept {kept} of {checked} checked ({kept / checked:.0%}), of "
+             f"{metrics['num_draft_tokens']} drafted ({metrics['draft_acceptance_rate']:.0%})<br>"
+             f"{metrics['mean_acceptance_length']:.2f} tokens a verify step, {n} steps")
+    fig.update_layout(**{**LAYOUT, "height": 280, "margin": dict(LAYOUT["margin"], t=80)},
                       title=dict(text=title, font=dict(size=13), x=0.5, xanchor="center"), bargap=0.25,
                       xaxis=dict(title="draft token j in its block", tickvals=positions),
                       yaxis=dict(title="steps keeping it", range=[0, 1.02], tickformat=".0%"))
