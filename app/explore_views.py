@@ -105,7 +105,7 @@ def stats_view(run, cost_ratio, unset=()):
     rule, gamma = trace.settings["rule"], trace.gamma
     priced = speedup_over_target(trace.sources, rule, gamma, prices)
     own_c = None if prices is None else slider_c(prices.c)
-    set_by_user = slider_c(cost_ratio) not in {own_c, *unset}
+    set_by_user = slider_c(cost_ratio) not in {own_c, *map(slider_c, unset)}  # on the slider's scale, all of them
     at_c = speedup_at_c(trace.sources, rule, gamma, cost_ratio) if set_by_user else None
     target_alone = None if prices is None else 1 / prices.target  # one target call per token, measured here
     return (stats_markdown(trace.stats, resume_caption(trace), run.pair, target_alone),

@@ -100,7 +100,7 @@ def test_a_hypothetical_c_is_shown_only_where_the_user_sets_it(tiny64):
     from cascade_core.batch import run_prices
     trace = generate(tiny64, "Once", rule="v3", alpha=0.5, gamma=4, seed=2, max_new_tokens=20)
     prices = run_prices(tiny64, trace.gamma)
-    moved = round(prices.c, 2) + 0.1
+    moved = prices.c + (0.1 if prices.c < 0.8 else -0.1)  # off the draft's own c, on the slider (0.01 to 1)
     _, text = stats_view(Run(trace, "tiny", prices), moved)
     assert f"At c = {moved:.2f}, set by you" in text and f"on this machine: {priced(tiny64, trace):.2f}×" in text
     _, untouched = stats_view(Run(trace, "tiny", prices), moved, unset={moved})  # where the slider started
