@@ -23,7 +23,7 @@ from .pairs import DRAFT_CHOICES, drafts_with_a_head, pair_default_draft
 from .settings import AppSettings, number
 from .streaming import event_index, progress_messages, raises_for_client, read_or_stopped, warns_in_page
 from .viz.compare import compare_html, compare_stats_markdown
-from .viz.format import counted, html_text
+from .viz.format import html_text, plural
 from .worker import ENGINE, advance
 
 MAX_ROWS = 6
@@ -200,7 +200,7 @@ class CompareHandlers:
         stats = [ENGINE.call(row_stats, self.pairs.get(row.settings.pair_spec), t, row.name)
                  for row, t in zip(rows, traces)]
         yield (list(zip(rows, traces)), gr.skip(), compare_stats_markdown(stats),
-               f"Done: {counted(len(traces), 'row')}.{skipped_text(skipped)}")
+               f"Done: {plural(len(traces), 'row')}.{skipped_text(skipped)}")
 
     @gpu(lambda a: a["max_new_tokens"],
          lambda a: drafts_with_a_head(a["self"].default_pair_spec, row_drafts(a["draft"])[0]))

@@ -82,9 +82,10 @@ class ExploreHandlers:
         slider holds no c the user set (``unset_cs``), so that choosing another draft moves it to that draft's c once
         it is measured; left as it is where the user set c, or before the run's prices are known."""
         c = None if run is None or run.prices is None else slider_c(run.prices.c)
-        if c is None or slider_c(cost_ratio) == c or slider_c(cost_ratio) not in self.unset_cs(run):
+        unset = set() if c is None else self.unset_cs(run)
+        if c is None or slider_c(cost_ratio) == c or slider_c(cost_ratio) not in unset:
             return gr.skip(), gr.skip()
-        return c, stats_view(run, c, self.unset_cs(run))[1]
+        return c, stats_view(run, c, unset)[1]
 
     def __reduce__(self):
         # ZeroGPU's @spaces.GPU runs a call in a forked worker and pickles its arguments, self included: a

@@ -21,7 +21,7 @@ from .options import GENERATING, INSTANT, example_prompts
 from .pairs import drafts_with_a_head, pair_default_draft
 from .settings import AppSettings
 from .streaming import progress_messages, raises_for_client, read_or_stopped, warns_in_page
-from .viz.format import counted, markdown_text
+from .viz.format import markdown_text, plural
 from .worker import ENGINE
 
 RULE_CHOICES = [r for r in RULES if RULES[r].kind != "baseline"] + ["target"]
@@ -141,7 +141,8 @@ class TradeoffHandlers:
                 raise ValueError(f"line {unknown} has no rule of this project's ({', '.join(RULES)}): "
                                  f"{shown(rows[unknown - 1])}")
             title = f"{len({r['prompt_id'] for r in rows})} prompts, {len(rows)} rows: means with 95% intervals"
-            return rows, frontier_figure(summarise(rows), x_axis, quality, c, title), f"Loaded {counted(len(rows), 'row')}."
+            figure = frontier_figure(summarise(rows), x_axis, quality, c, title)
+            return rows, figure, f"Loaded {plural(len(rows), 'row')}."
         # a 401-digit number (OverflowError) or JSON nested past Python's limit (RecursionError) included
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
             return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {markdown_text(f'{type(error).__name__}: {error}')}"

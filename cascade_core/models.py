@@ -294,8 +294,9 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
     per token once compiled, but each new shape first compiles for a minute or more on a CPU (docs/benchmarks.md,
     "Measured choices"). ``precision``: the target's and draft's Linear layers (precision.py): "fp32" (today's path),
     "bf16", "int8", "int8-fp32", or "auto", which times fp32 against bf16 on this machine where the kernels are
-    measured (a real pair on the CPU, not compiled; the int8 precisions move the model too far to be picked) and is fp32 elsewhere with nothing timed (the tiny pair, ``measured_kernels=False``,
-    a GPU), so that tests load pairs deterministically; checked before anything loads."""
+    measured (a real pair on the CPU, not compiled; the int8 precisions move the model too far to be picked) and is
+    fp32 elsewhere with nothing timed (the tiny pair, ``measured_kernels=False``, a GPU), so that tests load pairs
+    deterministically; checked before anything loads."""
     check_precision(precision)
     pair = _load(name, target, draft, dtype, device, progress, trust_remote_code, measured_kernels)
     measured = pair.kernels is not None and not compiled

@@ -5,7 +5,7 @@ norm(max(0, pi - q)) what a rejection samples from. A block gamma "auto"'s floor
 proposal) has three stages of its own: why nothing was proposed, the target's draw, what the caches keep."""
 import html
 
-from .format import number, token_repr
+from .format import number, plural, token_repr
 
 STAGES = ("The draft proposes", "The target scores every proposal in one pass", "Each proposal's keep test",
           "The first rejection", "What both caches keep")
@@ -21,10 +21,6 @@ GREEDY = (" At temperature 0, q and p are one-hot (all their mass on their top t
 def stages(replay):
     """A replay's stages: a drafted block's, or those of a block the floor had the target take alone."""
     return ALONE_STAGES if replay is not None and replay["target_alone"] is not None else STAGES
-
-
-def plural(n, word):
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _token(replay, token, text):

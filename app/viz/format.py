@@ -11,7 +11,7 @@ def milliseconds(seconds):
     return f"{ms:.{0 if ms >= 9.95 else 1 if ms >= 0.995 else 2}f} ms"
 
 
-def counted(n, noun):
+def plural(n, noun):
     """'1 row', '2 rows': a count with its noun."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
