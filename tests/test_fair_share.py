@@ -175,7 +175,7 @@ def test_a_size_refusal_takes_no_tokenizer_and_under_50_ms(fair_app):
 
     assert min(refused() for _ in range(3)) < 0.05
     assert longest_token(pair.tokenizer)[0] == 13 and (pair.max_positions - 64) * 13 == 52_416
-    assert "13 characters, so beside 64 new tokens 52,416 characters" in (ROOT / "README.md").read_text()
+    assert "13 characters, so beside 64 new tokens 52,416 characters" in (ROOT / "docs" / "explorer.md").read_text()
     # safe: a prompt of the longest token, as many times as the context holds beside 8 tokens, passes the check
     room = pair.max_positions - 8
     check_length("<|endoftext|>" * room, pair, 8)
