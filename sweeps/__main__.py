@@ -1,4 +1,4 @@
-"""``python -m sweeps``: the quality/cost frontier of rules over a prompt set (see the README's "Sweeps").
+"""``python -m sweeps``: the quality/cost frontier of rules over a prompt set (docs/sweeps.md, "Running a sweep").
 
     python -m sweeps --pair bundled --prompts assets/prompts/default.jsonl --rules lossless,opt,v3 \\
         --alphas auto:6 --seeds 0,1 --gamma 4 --temperature 1 --max-new-tokens 64 --out runs/bundled-default [--ray]
