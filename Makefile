@@ -39,26 +39,24 @@ test: setup-dev browser
 test-fast: setup-dev
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -m "not (browser or process or ray or compile or bundled or slow)"
 
-# The speed-up table at the app's settings (rule x alpha x gamma against target-only, the calls measured), then the
-# comparison with transformers' generate and assisted generation, the drafts, and the weight precisions side by side
-# (the target's speed in each, the cascade over it, how far each moves the model); each writes its section to
-# docs/benchmarks.md.
+# The speed-up table at the app's settings (rule x alpha x gamma against target-only, the calls measured), the
+# default prompt by prompt and kind by kind, the comparison with transformers' generate and assisted generation, the
+# drafts, and the weight precisions side by side (the target's speed in each, the cascade over it, how far each moves
+# the model); each writes its section to docs/benchmarks.md.
 bench: setup-dev
-	HF_HUB_OFFLINE=1 $(PY) bench/speedup_bench.py $(ARGS)
-	HF_HUB_OFFLINE=1 $(PY) bench/kinds_bench.py $(ARGS)
-	HF_HUB_OFFLINE=1 $(PY) bench/headroom.py
-	HF_HUB_OFFLINE=1 $(PY) bench/floor_bench.py
-	HF_HUB_OFFLINE=1 $(PY) bench/engine_bench.py $(ARGS)
-	HF_HUB_OFFLINE=1 $(PY) bench/drafts_bench.py $(ARGS)
-	HF_HUB_OFFLINE=1 $(PY) bench/precision_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.speedup_bench $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.kinds_bench $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.engine_bench $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.drafts_bench $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.precision_bench $(ARGS)
 
 bench-app: setup-dev browser
-	HF_HUB_OFFLINE=1 $(PY) bench/app_bench.py $(ARGS)
-	HF_HUB_OFFLINE=1 $(PY) bench/tabs_bench.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.app_bench $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.tabs_bench $(ARGS)
 
 # Every tab's API under 16 concurrent clients, abandoned and never-read calls, memory over new sessions (loopback, bounded).
 load-test: setup-dev
-	HF_HUB_OFFLINE=1 $(PY) bench/load_test.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m bench.load_test $(ARGS)
 
 # Distil the bundled pair's draft (resumable; see README): make distill ARGS="--minutes 60"
 distill: setup-dev

@@ -2,31 +2,26 @@
 Run to the first coloured token on screen, and a whole 64-token run through the API and the page against the
 engine in-process (bundled pair, real browser, the app in its own process for the browser's measurements).
 
-    HF_HUB_OFFLINE=1 python bench/app_bench.py [--pair bundled] [--repeats 5] [--skip-browser]
+    HF_HUB_OFFLINE=1 python -m bench.app_bench [--pair bundled] [--repeats 5] [--skip-browser]
+
+Prints markdown rows for docs/app-benchmarks.md.
 """
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import gradio as gr
 
-import gradio as gr  # noqa: E402
-
-from app.explore import ExploreHandlers, Run  # noqa: E402
-from app.controls import explore_gamma  # noqa: E402
-from app.explore import DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_RULE, DEFAULT_TEMPERATURE  # noqa: E402
-from app.pairs import PairCache  # noqa: E402
-from bench.measure import bench_arguments  # noqa: E402
-from bench.server import app_process  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, set_number  # noqa: E402
+from app.explore import DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_RULE, DEFAULT_TEMPERATURE, ExploreHandlers, Run
+from app.pairs import PairCache
+from app.settings import auto_or_fixed_gamma
+from bench.harness import VIEWPORT, app_process, bench_arguments, chromium, milliseconds, prompts, set_number
+from cascade_core import generate, load_pair
 
 ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
 # Timed inside the page, on the browser's clock: click Run, then the frame after the first token lands in the
 # DOM (two animation frames: the first runs before that frame paints). Timing from Python instead would
 # add the driver's own delay: Playwright's client shares this process, and its GIL, with the generating
-# server, so it learns of the token only when a bundled-pair run is nearly done (~2 s, against ~0.5 s here).
+# server, so it learns of the token late (docs/app-benchmarks.md, "How the first-token time is measured").
 CLICK_TO_FIRST_PAINT = """() => new Promise(resolve => {
   const answer = document.querySelector('#answer');
   const start = performance.now();
@@ -40,18 +35,9 @@ CLICK_TO_FIRST_PAINT = """() => new Promise(resolve => {
 })"""
 
 
-def milliseconds(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times), max(times)
-
-
 def bench_recolour(repeats):
-    """The alpha-drag handler end to end on the server: recolour, token HTML, both figures, and the
-    figures' serialisation as Gradio sends them."""
+    """The alpha-drag handler end to end on the server: recolour, token HTML, the figures, and their serialisation
+    as Gradio sends them."""
     trace = generate(load_pair("tiny"), "Once upon a time", rule="v3", alpha=0.3, max_new_tokens=512,
                      stop_at_eos=False)
     assert len(trace.positions) == 512
@@ -60,8 +46,9 @@ def bench_recolour(repeats):
 
     def drag():
         for alpha in ALPHAS:
-            _, step_plot, alpha_plot, _ = ExploreHandlers.recolour(run, "v3", alpha)
-            plot.postprocess(step_plot), plot.postprocess(alpha_plot)
+            views = ExploreHandlers.recolour(run, "v3", alpha)
+            for figure in (views.step_plot, views.alpha_plot, views.decision_plot):
+                plot.postprocess(figure)
 
     parts = {
         "recolour (a* lookup)": lambda: [trace.recolour("v3", a) for a in ALPHAS],
@@ -74,30 +61,26 @@ def bench_browser(pair, repeats, prompt):
     """Seconds to load the pair in this process; then, with the app in its own process (as a visitor's browser
     meets it: not sharing this driver's interpreter), page loads (after one that warms the server) and Run to
     the first coloured token."""
-    from playwright.sync_api import sync_playwright
-
     start = time.perf_counter()
     PairCache().get(pair)
     load_seconds = time.perf_counter() - start
     page_loads, first_tokens = [], []
-    with app_process(pair) as (url, _), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with app_process(pair) as (url, _), chromium() as browser:
         for repeat in range(repeats + 1):
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport=VIEWPORT)
             start = time.perf_counter()
             page.goto(url)
             page.wait_for_selector("#run")
-            if repeat:
-                page_loads.append(time.perf_counter() - start)
+            page_load = time.perf_counter() - start
             page.fill("#prompt textarea", prompt)
             set_number(page, "#max-new-tokens", 16)
             first_token = page.evaluate(CLICK_TO_FIRST_PAINT)
-            if repeat:
+            if repeat:  # the first warms the server
+                page_loads.append(page_load)
                 first_tokens.append(first_token)
             page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done')",
                                    timeout=120000)
             page.close()
-        browser.close()
     return load_seconds, page_loads, first_tokens
 
 
@@ -116,50 +99,42 @@ CLICK_TO_DONE = """() => new Promise(resolve => {
   observer.observe(status, {subtree: true, childList: true, characterData: true});
   document.querySelector('#run').click();
 })"""
-WHOLE_RUN = dict(prompt="Who is Buzz Aldrin?", rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=explore_gamma(DEFAULT_GAMMA),
-                 temperature=DEFAULT_TEMPERATURE, seed=0, max_new_tokens=64)  # the page's defaults
+WHOLE_RUN = dict(prompt=prompts("page")["run"], rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA,
+                 gamma=auto_or_fixed_gamma(DEFAULT_GAMMA), temperature=DEFAULT_TEMPERATURE, seed=0,
+                 max_new_tokens=64)  # the page's defaults
 
 
 def bench_whole_run(pair_name, repeats):
     """Seconds of the same 64-token run (the page's defaults), alternating: the engine called in this process,
     the /run API of the app in its own process, and the page in chromium until "Done"."""
     from gradio_client import Client
-    from playwright.sync_api import sync_playwright
 
     pair = load_pair(pair_name, progress=lambda m: None)
     times = {"engine in-process": [], "/run API": [], "page, Run to Done": []}
-    with app_process(pair_name) as (url, _), sync_playwright() as playwright:
+    with app_process(pair_name) as (url, _), chromium() as browser:
         client = Client(url, verbose=False)
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport=VIEWPORT)
         page.goto(url)
         page.wait_for_selector("#run")
         page.fill("#prompt textarea", WHOLE_RUN["prompt"])
         client.predict(**{**WHOLE_RUN, "max_new_tokens": 4}, api_name="/run")  # the app's first call warms it up
-
-        def engine():
-            generate(pair, **WHOLE_RUN)
-
-        def api():
-            client.predict(**WHOLE_RUN, api_name="/run")
-
-        runs = {"engine in-process": engine, "/run API": api}
+        runs = {"engine in-process": lambda: generate(pair, **WHOLE_RUN),
+                "/run API": lambda: client.predict(**WHOLE_RUN, api_name="/run")}
         for r in range(repeats):
             for name, fn in (list(runs.items()) if r % 2 else list(runs.items())[::-1]):
                 start = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - start)
             times["page, Run to Done"].append(page.evaluate(CLICK_TO_DONE))
-        browser.close()
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def main():
+def main(argv=None):
     parser = bench_arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--prompt", default="Write a haiku about rain on a tin roof.")
+    parser.add_argument("--prompt", default=prompts("page")["first token"])
     parser.add_argument("--skip-browser", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     print("| measurement | median | worst |\n|---|---|---|")
     for name, (median, worst) in bench_recolour(args.repeats).items():

@@ -7,37 +7,33 @@ Then, greedy, identical tokens required: this engine's lossless with the head ag
 generation with the independent draft, as its users call it; and the Trade-off frontier of both drafts over the
 bundled prompt set's first three prompts of each category (21), with 95% intervals over prompts.
 
-    python bench/drafts_bench.py [--rounds 2] [--max-new-tokens 48] [--skip-qwen] [--skip-frontier]
+    python -m bench.drafts_bench [--rounds 2] [--max-new-tokens 48] [--skip-qwen] [--skip-frontier]
 
-Prompts are outside every training set (the head's and the draft's). Writes its section to docs/benchmarks.md.
+Prompts: assets/prompts/bench.json's "drafts", outside every training set (the head's and the draft's). Writes its
+section to docs/benchmarks.md.
 """
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import torch  # noqa: E402
+from bench.engine_bench import hf_generate, ours
+from bench.harness import (BENCHMARKS, acceptance_by_step, alternate, by_method, decode, known_median, prompts,
+                           shown_number, stamp, timed, write_section)
+from bench.seed_pair import CONFIGS, shape_only
+from bench.speedup_bench import label
+from cascade_core import load_pair
+from cascade_core.head import new_head
+from cascade_core.kernels import cpu_description
+from cascade_core.prices import calls_seconds, measure_prices, measured_prices
+from cascade_core.rows import encode_prompt
+from cascade_core.settings import AUTO_GAMMAS
+from sweeps import load_prompts, sweep
+from sweeps.prompts import per_category
+from sweeps.quality import target_nll
+from sweeps.report import summarise as summarise_rows
 
-from bench.engine_bench import hf_generate, ours  # noqa: E402
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import shown_number  # noqa: E402
-from bench.speedup_bench import label  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
-from cascade_core.rows import encode_prompt  # noqa: E402
-from cascade_core.head import new_head  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.prices import calls_seconds, measure_prices, measured_prices  # noqa: E402
-from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
-from sweeps import load_prompts, sweep  # noqa: E402
-from sweeps.prompts import per_category  # noqa: E402
-from sweeps.quality import target_nll  # noqa: E402
-from sweeps.report import summarise as summarise_rows  # noqa: E402
-
-PROMPTS = ["Explain how a bicycle works.", "What is the best way to learn to cook?",
-           "Describe a thunderstorm to a child.", "Why do cats purr?"]
 TEMPERATURE = 0.7  # the app's default
 METHODS = ([("target", 0.0, 1), ("lossless", 0.0, "auto"), ("lossless", 0.0, 3)]
            + [("v3", a, "auto") for a in (0.5, 0.7, 0.9)] + [("chow", 0.5, "auto"), ("opt", 0.2, "auto")])
@@ -53,32 +49,14 @@ GREEDY = {"transformers generate (target only)": lambda pairs, stock, ids, n: hf
               lambda pairs, stock, ids, n: ours(pairs["head"], ids, n, "lossless", gamma="auto", details=False)}
 
 
-def per_position_acceptance(traces, depth=5):
-    """Mean acceptance probability of the proposals at each step of their block (0: the block's first)."""
-    by_step = [[] for _ in range(depth)]
-    for trace in traces:
-        step, block = 0, None
-        for pos in trace.positions:
-            step = step + 1 if pos["block"] == block else 0
-            block = pos["block"]
-            if step < depth and pos.get("accept_prob") is not None:
-                by_step[step].append(pos["accept_prob"])
-    return [statistics.mean(v) if v else None for v in by_step]
-
-
 def run_all(pairs, rounds, n, say):
-    results = {(d, m): [] for d in pairs for m in METHODS}
-    keys = list(results)
-    for r in range(rounds):
-        for i, prompt in enumerate(PROMPTS):
-            shift = (r * len(PROMPTS) + i) % len(keys)
-            for draft, (rule, alpha, gamma) in keys[shift:] + keys[:shift]:
-                start = time.perf_counter()
-                trace = generate(pairs[draft], prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=TEMPERATURE,
-                                 seed=r, max_new_tokens=n, stop_at_eos=False)
-                results[draft, (rule, alpha, gamma)].append((n / (time.perf_counter() - start), trace))
-            say(f"round {r + 1}/{rounds}, prompt {i + 1}/{len(PROMPTS)} done")
-    return results
+    """{(draft, method): [(tokens/s, trace), ...]}: both drafts' methods alternating."""
+    def run(prompt, key, r):
+        draft, (rule, alpha, gamma) = key
+        return decode(pairs[draft], prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=TEMPERATURE, seed=r,
+                      max_new_tokens=n, stop_at_eos=False)
+    keys = [(d, m) for d in pairs for m in METHODS]
+    return by_method(alternate(keys, prompts("drafts"), rounds, run, say), keys)
 
 
 def summarise(results):
@@ -91,33 +69,27 @@ def summarise(results):
         rows.append(dict(draft="-" if rule == "target" else draft, name=label(rule, alpha, gamma), rule=rule,
                          tok_s=statistics.median(speeds), speedup=statistics.median(speeds) / base,
                          spread=(min(speeds), max(speeds)),
-                         acceptance=None if rule == "target" else statistics.median(
+                         acceptance=None if rule == "target" else known_median(
                              t.stats["acceptance_rate"] for t in traces),
-                         by_step=None if rule == "target" else per_position_acceptance(traces),
+                         by_step=None if rule == "target" else acceptance_by_step(traces, 5),
                          tokens_per_call=statistics.median(t.stats["tokens_per_target_call"] for t in traces),
                          nll=statistics.median(target_nll([p["p_token"] for p in t.positions]) for t in traces)))
     return dict(rows=rows, base=base)
 
 
 def greedy_runs(pairs, stock, rounds, n, say):
-    """Every GREEDY method on every prompt, alternating (the order rotates), tokens/s and the tokens of each run."""
-    prompts = [torch.tensor([encode_prompt(stock.tokenizer, p)]) for p in PROMPTS]
-    for fn in GREEDY.values():  # warm-up
-        fn(pairs, stock, prompts[0], 2)
-    speeds, tokens, names = {name: [] for name in GREEDY}, {name: [] for name in GREEDY}, list(GREEDY)
-    for r in range(rounds):
-        for i, ids in enumerate(prompts):
-            shift = (r * len(prompts) + i) % len(names)
-            for name in names[shift:] + names[:shift]:
-                start = time.perf_counter()
-                out = GREEDY[name](pairs, stock, ids, n)
-                speeds[name].append(n / (time.perf_counter() - start))
-                tokens[name].append(out["tokens"])
-        say(f"greedy: round {r + 1}/{rounds} done")
-    base = tokens[names[0]]
+    """Every GREEDY method on every prompt, alternating, after a warm-up call of each: tokens/s and whether every
+    method's tokens were the same in every run."""
+    ids = [torch.tensor([encode_prompt(stock.tokenizer, p)]) for p in prompts("drafts")]
+    for fn in GREEDY.values():
+        fn(pairs, stock, ids[0], 2)
+    runs = by_method(alternate(GREEDY, range(len(ids)), rounds,
+                               lambda i, name, _: timed(lambda: GREEDY[name](pairs, stock, ids[i], n)), say), GREEDY)
+    speeds = {name: [n / seconds for seconds, _ in done] for name, done in runs.items()}
+    tokens = [[out["tokens"] for _, out in done] for done in runs.values()]
     return dict(tok_s={name: statistics.median(v) for name, v in speeds.items()},
                 spread={name: (min(v), max(v)) for name, v in speeds.items()},
-                identical=all(tokens[name] == base for name in names))
+                identical=all(t == tokens[0] for t in tokens))
 
 
 def frontiers(pairs, n, say):
@@ -143,24 +115,17 @@ def frontiers(pairs, n, say):
 def qwen_costs(repeats=3):
     """One-token cached calls of random-weight Qwen3-1.7B (target), Qwen3-0.6B (draft) and an EAGLE-3 head of
     AngelSlim/Qwen3-1.7B_eagle3's shapes (32,000-token vocabulary), float32 on this CPU."""
-    from transformers import AutoModelForCausalLM, Qwen3Config
-
-    base = dict(vocab_size=151936, max_position_embeddings=40960, rope_theta=1000000, head_dim=128,
-                num_key_value_heads=8, rms_norm_eps=1e-6, tie_word_embeddings=True)
-    target = AutoModelForCausalLM.from_config(Qwen3Config(**base, hidden_size=2048, intermediate_size=6144,
-                                                          num_hidden_layers=28, num_attention_heads=16)).eval()
-    draft = AutoModelForCausalLM.from_config(Qwen3Config(**base, hidden_size=1024, intermediate_size=3072,
-                                                         num_hidden_layers=28, num_attention_heads=16)).eval()
+    cpu = torch.device("cpu")
+    target, draft = (shape_only(name, cpu, torch.float32) for name in ("Qwen/Qwen3-1.7B", "Qwen/Qwen3-0.6B"))
     head = new_head(target, list(range(32000))).eval()
-    vocab = base["vocab_size"]
-    seconds = calls_seconds({"target": (target, vocab, 1, None), "draft": (draft, vocab, 1, None),
-                             "head": (head, vocab, 1, None), "verify": (target, vocab, 4, None)}, repeats)
-    return seconds
+    vocab = CONFIGS["Qwen/Qwen3-1.7B"]["vocab_size"]
+    return calls_seconds({"target": (target, vocab, 1, None), "draft": (draft, vocab, 1, None),
+                          "head": (head, vocab, 1, None), "verify": (target, vocab, 4, None)}, repeats)
 
 
 def greedy_markdown(g, rounds):
     fastest_assisted = g["tok_s"]["transformers assisted, independent draft (its defaults)"]
-    lines = ["", f"Greedy (T 0), the same {len(PROMPTS)} prompts x {rounds} rounds, alternating; transformers on its own "
+    lines = ["", f"Greedy (T 0), the same {len(prompts('drafts'))} prompts x {rounds} rounds, alternating; transformers on its own "
              "Linear path (as installed), ours on the measured kernels; ours as the transformers entry runs it (no "
              "per-position records).", "", "| method | tokens/s (min-max) | vs transformers assisted |", "|---|---|---|"]
     for name, rate in g["tok_s"].items():
@@ -197,10 +162,10 @@ def frontier_markdown(f, n):
 
 def markdown(s, pairs, rounds, n, qwen, greedy=None, frontier=None):
     lines = [f"## Both drafts of the bundled pair: the independent draft and the EAGLE-3 head, {cpu_description()}", "",
-             f"`python bench/drafts_bench.py --rounds {rounds} --max-new-tokens {n}`, {time.strftime('%Y-%m-%d')}, "
-             f"{torch.get_num_threads()} threads, torch {torch.__version__}; model: {pairs['model'].description}; "
+             f"`python -m bench.drafts_bench --rounds {rounds} --max-new-tokens {n}`, {stamp()}; "
+             f"model: {pairs['model'].description}; "
              f"head: {pairs['head'].description}. Temperature {TEMPERATURE}, {n} tokens (EOS ignored), "
-             f"{len(PROMPTS)} prompts outside every training set x {rounds} rounds (seed = round), both drafts' "
+             f"{len(prompts('drafts'))} prompts outside every training set x {rounds} rounds (seed = round), both drafts' "
              "methods alternating in one process; medians. Acceptance by step: the mean acceptance probability of "
              "the proposals at each step of their block (1st, 2nd, ...).", "",
              "| draft | rule, alpha, gamma | tokens/s (min-max) | vs target-only | acceptance | by step | "
@@ -238,7 +203,7 @@ def main(argv=None):
     p.add_argument("--skip-qwen", action="store_true", help="skip the seed pair's random-weight call times")
     p.add_argument("--skip-greedy", action="store_true", help="skip the greedy comparison with transformers")
     p.add_argument("--skip-frontier", action="store_true", help="skip both drafts' Trade-off frontiers")
-    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
+    p.add_argument("--out", default=str(BENCHMARKS), help="markdown file to update ('' to skip)")
     args = p.parse_args(argv)
     pairs = {d: load_pair("bundled", draft=d) for d in DRAFTS}
     for pair in pairs.values():

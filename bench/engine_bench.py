@@ -1,32 +1,26 @@
 """Engine benchmark, side by side in one process: transformers' generate and assisted generation, as their users run
 them, against this engine on the same models and prompts (eager and compiled), alternating runs, medians.
 
-    python bench/engine_bench.py [--pair bundled] [--runs 5] [--max-new-tokens 64] [--gamma 4] [--no-compile]
+    python -m bench.engine_bench [--pair bundled] [--runs 5] [--max-new-tokens 64] [--gamma 4] [--no-compile]
 
-Every method generates exactly max_new_tokens tokens (EOS ignored) so tokens/s compare like for like. The section
-it writes to docs/benchmarks.md names the CPU and its vector units (AVX2 / AVX-512 / AMX).
+Every method generates exactly max_new_tokens tokens (EOS ignored) so tokens/s compare like for like; prompts:
+assets/prompts/bench.json's "greedy". The section it writes to docs/benchmarks.md names the CPU and its vector units
+(AVX2 / AVX-512 / AMX).
 """
 import argparse
 import statistics
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import torch  # noqa: E402
+from bench.harness import (BENCHMARKS, PeakRSS, alternate, forward_ms, machine, prompts, read_bandwidth, shown_number,
+                           stamp, timed, weight_bytes, write_section)
+from cascade_core import generate, load_pair
+from cascade_core.cli import add_pair_arguments
+from cascade_core.compiled import compile_pair
+from cascade_core.costs import expected_speedup, priced_speedup
+from cascade_core.precision import loaded_as
+from cascade_core.rows import encode_prompt
 
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import PeakRSS, forward_ms, read_bandwidth, shown_number, timed, weight_bytes  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
-from cascade_core.precision import loaded_as  # noqa: E402
-from cascade_core.cli import add_pair_arguments  # noqa: E402
-from cascade_core.compiled import compile_pair  # noqa: E402
-from cascade_core.costs import expected_speedup, priced_speedup  # noqa: E402
-from cascade_core.rows import encode_prompt  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-
-PROMPTS = ["Who is Buzz Aldrin?", "Explain why the sky is blue.", "Write a short poem about autumn leaves."]
 HF = "transformers generate (target only)"
 HF_MEASURED = "transformers generate, measured kernels"
 ASSISTED = "transformers assisted"
@@ -78,25 +72,27 @@ def methods(pair, stock, compiled, gamma):
     return table
 
 
-def run_benchmarks(pair, table, runs, n, progress=print):
-    prompts = [torch.tensor([encode_prompt(pair.tokenizer, p)], device=pair.target.device) for p in PROMPTS]
-    for name, fn in table.items():  # warm-up: compiled shapes compile here, not in a timed run
-        fn(prompts[0], 2)
+def run_benchmarks(pair, table, runs, n, say=print):
+    """Every method once per run, alternating (a run's prompt: the next of the set), after a warm-up call of each
+    (compiled shapes compile there, not in a timed run): ({name: tokens/s, memory, stats}, {(name, run): output})."""
+    texts = prompts("greedy")
+    ids = [torch.tensor([encode_prompt(pair.tokenizer, p)], device=pair.target.device) for p in texts]
+    for fn in table.values():
+        fn(ids[0], 2)
+
+    def run(r, name, _):
+        with PeakRSS(pair.target.device) as mem:
+            seconds, out = timed(lambda: table[name](ids[r % len(ids)], n))
+        return seconds, mem.mb, out
+
+    timings = alternate(table, range(runs), 1, run, say)
     results = {name: {"tok_s": [], "mem": [], "stats": []} for name in table}
     outputs = {}
-    for run in range(runs):
-        ids = prompts[run % len(prompts)]
-        names = list(table)
-        names = names[run % len(names):] + names[: run % len(names)]  # rotate so no method always goes first
-        for name in names:
-            with PeakRSS(pair.target.device) as mem:
-                seconds = timed(lambda: outputs.__setitem__((name, run), table[name](ids, n)))
-            out = outputs[name, run]
-            results[name]["tok_s"].append(len(out["tokens"]) / seconds)
-            results[name]["mem"].append(mem.mb)
-            if "stats" in out:
-                results[name]["stats"].append(out["stats"])
-        progress(f"run {run + 1}/{runs} done")
+    for (r, name), [(seconds, mb, out)] in timings.items():
+        outputs[name, r] = out
+        results[name]["tok_s"].append(len(out["tokens"]) / seconds)
+        results[name]["mem"].append(mb)
+        results[name]["stats"] += [out["stats"]] if "stats" in out else []
     return results, outputs
 
 
@@ -153,12 +149,11 @@ def kernel_routes(pair):
 
 
 def markdown(pair, s, runs, n, gamma, no_compile):
-    device = torch.cuda.get_device_name() if pair.target.device.type == "cuda" else cpu_description()
-    lines = [f"{section_key(pair)}, {device}", "",
-             f"`python bench/engine_bench.py --pair {pair.name} --runs {runs} --max-new-tokens {n} --gamma {gamma}"
-             f"{' --no-compile' if no_compile else ''}`, {time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, "
-             f"torch {torch.__version__}, dtype {pair.target.dtype}; {pair.description}. Median of {runs} alternating "
-             f"runs, {n} new tokens each (EOS ignored), prompts rotating over {len(PROMPTS)}; compiled paths compiled "
+    lines = [f"{section_key(pair)}, {machine(pair.target.device)}", "",
+             f"`python -m bench.engine_bench --pair {pair.name} --runs {runs} --max-new-tokens {n} --gamma {gamma}"
+             f"{' --no-compile' if no_compile else ''}`, {stamp()}, dtype {pair.target.dtype}; {pair.description}. "
+             f"Median of {runs} alternating runs, {n} new tokens each (EOS ignored), prompts rotating over "
+             f"{len(prompts('greedy'))}; compiled paths compiled "
              "before timing.", "",
              "| method | tokens/s (min-max) | vs transformers generate | vs ours target-only | cost-model estimate | "
              "estimate with measured verification cost | acceptance | target calls/token | peak extra memory MB |",
@@ -215,7 +210,7 @@ def main(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--no-compile", action="store_true", help="skip the compiled static-cache path")
-    p.add_argument("--out", default="docs/benchmarks.md", help="markdown file to update ('' to skip)")
+    p.add_argument("--out", default=str(BENCHMARKS), help="markdown file to update ('' to skip)")
     return bench(p.parse_args(argv))
 
 

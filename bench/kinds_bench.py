@@ -1,35 +1,23 @@
 """The app's default against the target alone, prompt by prompt and kind by kind: where the cascade pays and where not.
 
-    python bench/kinds_bench.py [--pair bundled] [--rounds 2] [--max-new-tokens 64]
+    python -m bench.kinds_bench [--pair bundled] [--rounds 2] [--max-new-tokens 64]
 
 The bundled pair at the app's defaults (its default draft, T 0.7, gamma auto, details on): v3 alpha 0.5 and lossless
-against target-only, alternating per prompt in one process, EOS ignored (long answers run twice the tokens). Prompts
-are of every kind the page offers and users type, none composed by distill's templates (data.py, kinds.py) nor among its
-held-out prompts. Per prompt: the speed-up (median over rounds), the acceptance by position in the block (does the head's
-acceptance fall with the distance from the target's features?), the gammas gamma auto chose, and the cost model's
-projection from the pair's measured calls and the run's own engine time, to see which term holds a slow prompt
-back. Writes its section to docs/benchmarks.md with the CPU flags.
+against target-only, alternating per prompt in one process, EOS ignored (long answers run twice the tokens). Prompts:
+assets/prompts/kinds.json, of every kind the page offers and users type, none composed by distill's templates nor
+among its held-out prompts. Per prompt: the speed-up (median over rounds), the acceptance by position in the block
+(does the head's acceptance fall with the distance from the target's features?), the gammas gamma auto chose, and the
+cost model's projection from the pair's measured calls and the run's own engine time, to see which term holds a slow
+prompt back. Writes its section to docs/benchmarks.md with the CPU flags.
 """
 import statistics
-import sys
-import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import (acceptance_by_step, alternate, decode, known_median, named_pair, projected, prompt_kinds,
+                           shown_number, speed_arguments, stamp, write_section)
+from cascade_core.batch import measure_auto_prices
+from cascade_core.kernels import cpu_description
 
-import torch  # noqa: E402
-
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import known_median, named_pair, shown_number, speed_arguments  # noqa: E402
-from cascade_core import generate  # noqa: E402
-from cascade_core.batch import measure_auto_prices  # noqa: E402
-from cascade_core.costs import priced_speedup, with_target_alone  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.prices import block_prices  # noqa: E402
-from distill.kinds import benchmark_prompts  # noqa: E402
-
-KINDS = benchmark_prompts()  # assets/prompts/kinds.json: never composed into training instructions
 LONG = ("long answer",)  # kinds that run twice the tokens
 TEMPERATURE = 0.7  # the app's default
 METHODS = [("target", 0.0), ("v3", 0.5), ("lossless", 0.0)]  # the app's default rule and the lossless one, gamma auto
@@ -40,48 +28,25 @@ def tokens_for(kind, n):
     return 2 * n if kind in LONG else n
 
 
-def run(pair, prompt, rule, alpha, seed, n):
-    start = time.perf_counter()
-    trace = generate(pair, prompt, rule=rule, alpha=alpha, gamma="auto" if rule != "target" else 1,
-                     temperature=TEMPERATURE, seed=seed, max_new_tokens=n, stop_at_eos=False)
-    return len(trace.tokens) / (time.perf_counter() - start), trace
+def run(pair, kind, prompt, rule, alpha, seed, n):
+    """(tokens/s, trace) of one run at the app's defaults, gamma auto (target-only: one token a call)."""
+    return decode(pair, prompt, rule=rule, alpha=alpha, gamma="auto" if rule != "target" else 1,
+                  temperature=TEMPERATURE, seed=seed, max_new_tokens=tokens_for(kind, n), stop_at_eos=False)
 
 
-def acceptance_by_offset(traces):
-    """The mean acceptance probability of the proposal at each offset in its block (0: the first drafted token)."""
-    by = {}
-    for trace in traces:
-        offset, block = 0, None
-        for pos in trace.positions:
-            offset = offset + 1 if pos["block"] == block else 0
-            block = pos["block"]
-            if pos["accept_prob"] is not None:
-                by.setdefault(offset, []).append(pos["accept_prob"])
-    return [statistics.mean(by[k]) for k in sorted(by)]
-
-
-def projected(pair, trace):
-    """The cost model's speed-up for this run: its acceptance, the gammas it used, the pair's measured calls and the
-    run's own engine time per block, with the share of tokens the target sampled alone (gamma auto's floor)."""
-    s = trace.stats
-    if s["acceptance_rate"] is None:  # every token the target's own
-        return 1.0
-    drafted = statistics.mean(priced_speedup(s["acceptance_rate"], g, *block_prices(pair, s["overhead_seconds_per_block"])(g))
-                              for g in trace.counters.get("gammas") or [1])
-    return with_target_alone(drafted, s["target_alone_share"])
+def asked(limit=None):
+    """[(kind, prompt)] of the benchmark's prompts, at most ``limit`` per kind."""
+    return [(kind, p) for kind, ps in prompt_kinds().items() for p in ps[:limit]]
 
 
 def measure(pair, rounds, n, say):
-    """{(kind, prompt): {rule: [(tokens/s, trace), ...]}}, the methods' order rotating per prompt and round."""
-    results = {}
-    for r in range(rounds):
-        for i, (kind, prompt) in enumerate((k, p) for k, ps in KINDS.items() for p in ps):
-            turn = (r + i) % len(METHODS)
-            for rule, alpha in METHODS[turn:] + METHODS[:turn]:
-                results.setdefault((kind, prompt), {}).setdefault(rule, []).append(
-                    run(pair, prompt, rule, alpha, r, tokens_for(kind, n)))
-        say(f"round {r + 1}/{rounds} done")
-    return results
+    """{(kind, prompt): {rule: [(tokens/s, trace), ...]}}, the methods alternating."""
+    results = alternate(METHODS, asked(), rounds,
+                        lambda case, method, r: run(pair, *case, *method, r, n), say)
+    out = {}
+    for (case, (rule, _)), runs in results.items():
+        out.setdefault(case, {})[rule] = runs
+    return out
 
 
 def prompt_row(pair, runs):
@@ -97,7 +62,7 @@ def prompt_row(pair, runs):
                          engine_ms=known_median(1e3 * t.stats["overhead_seconds_per_block"] for t in traces
                                                 if t.stats["overhead_seconds_per_block"] is not None),
                          gammas=Counter(g for t in traces for g in t.counters.get("gammas", [])),
-                         by_offset=acceptance_by_offset(traces))
+                         by_offset=acceptance_by_step(traces))
     row["target_tok_s"] = base
     return row
 
@@ -105,8 +70,7 @@ def prompt_row(pair, runs):
 def markdown(pair, rows, rounds, n):
     lines = [f"## The default, prompt by prompt and kind by kind: {pair.name} pair, {pair.draft_kind} draft, "
              f"{cpu_description()}", "",
-             f"`python bench/kinds_bench.py --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, "
-             f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+             f"`python -m bench.kinds_bench --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, {stamp()}; "
              f"{pair.description}. T {TEMPERATURE}, gamma auto, details on, {n} tokens ({2 * n} for long answers; "
              f"EOS ignored), {rounds} rounds (seed = round), the three methods alternating per prompt; medians. "
              "Projected: the cost model at the run's acceptance and gammas, with the pair's measured calls and the "
@@ -117,7 +81,7 @@ def markdown(pair, rows, rounds, n):
              "|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|"]
     for (kind, prompt), row in rows.items():
         v3, ll = row["v3"], row["lossless"]
-        offsets = " / ".join(f"{a:.2f}" for a in v3["by_offset"])
+        offsets = " / ".join(shown_number(a) for a in v3["by_offset"])
         gammas = ", ".join(f"{g}: {c}" for g, c in sorted(v3["gammas"].items()))
         lines.append(f"| {kind} | {prompt} | {row['target_tok_s']:.1f} | {v3['speedup']:.2f}x | {v3['projected']:.2f}x | "
                      f"{offsets} | {gammas} | {ll['speedup']:.2f}x | {ll['projected']:.2f}x | {ll['acceptance']:.2f} | "
@@ -126,7 +90,7 @@ def markdown(pair, rows, rounds, n):
     med = lambda rule, key, rs=None: statistics.median(r[rule][key] for r in (rs or rows.values()))  # noqa: E731
     lines += ["", "| kind | v3 0.5 (median) | lossless (median) | v3 acceptance | lossless acceptance |",
               "|---|---:|---:|---:|---:|"]
-    for kind in KINDS:
+    for kind in prompt_kinds():
         rs = [row for (k, _), row in rows.items() if k == kind]
         lines.append(f"| {kind} | {med('v3', 'speedup', rs):.2f}x | {med('lossless', 'speedup', rs):.2f}x | "
                      f"{med('v3', 'acceptance', rs):.2f} | {med('lossless', 'acceptance', rs):.2f} |")

@@ -1,8 +1,8 @@
 """A load test of the explorer's APIs on loopback: every tab's calls, concurrent, abandoned and never read.
 
-    HF_HUB_OFFLINE=1 python bench/load_test.py [--pair tiny] [--clients 16] [--calls 5] [--sessions 500]
+    HF_HUB_OFFLINE=1 python -m bench.load_test [--pair tiny] [--clients 16] [--calls 5] [--sessions 500]
                                                [--seconds 1800]   (make load-test)
-    HF_HUB_OFFLINE=1 python bench/load_test.py --short-beside-long   (16 long /run calls, then 14 short ones)
+    HF_HUB_OFFLINE=1 python -m bench.load_test --short-beside-long   (16 long /run calls, then 14 short ones)
 
 The app runs in its own process (``python app.py``), as users run it. Measured: a probe's latency alone (a small
 /run); the probe beside a long call of each kind running (/run, /compare, /frontier, /strategies at their
@@ -22,18 +22,14 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import httpx
+from gradio_client import Client
 
-import httpx  # noqa: E402
-from gradio_client import Client  # noqa: E402
+from bench.harness import APP_BENCHMARKS, app_process, prompts, write_section
+from cascade_core import generate, load_pair
+from cascade_core.kernels import cpu_description
 
-from bench.markdown import write_section  # noqa: E402
-from bench.server import app_process  # noqa: E402
-from cascade_core import generate, load_pair  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-
-PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about rain.", "List three uses of a paperclip.", "Why is the sky blue?"]
+PROMPTS = prompts("load")
 COMPARE_ROWS = [{"rule": "v3", "alpha": 0.5}, {"rule": "chow", "alpha": 0.5}]
 # Each tab's largest call within the request budget: what an abandoned or a neighbouring call can cost.
 LONG = {
@@ -168,7 +164,7 @@ def short_calls_report(pair, url):
         return f"| {name} | " + " | ".join(cell(*runs[kind]) for kind in kinds) + " |"
     return "\n".join([
         f"## Short calls beside long ones: {pair} pair", "",
-        f"`python bench/load_test.py --pair {pair} --short-beside-long`, {time.strftime('%Y-%m-%d')}, "
+        f"`python -m bench.load_test --pair {pair} --short-beside-long`, {time.strftime('%Y-%m-%d')}, "
         f"{cpu_description()}, the app in its own process on loopback: 16 /run calls of 1000 tokens sent first, then "
         "14 /run calls of 16 tokens together 3 s later (v3 alpha 0.3, gamma 4, T 1), each caller connected before the "
         "clock starts: gradio_client Clients, then plain HTTP (the README's POST and GET), in this process.", "",
@@ -252,7 +248,70 @@ def expected_outputs(pair, max_new_tokens):
     return {"/run": runs, "/compare": rows}
 
 
-def main():
+def measure(args):
+    """Every measurement of the load test, on one server: the probe alone, beside each long call, after abandoned
+    and never-read calls; the mixed concurrent load; the server's memory over new sessions."""
+    deadline = time.monotonic() + args.seconds
+    expected = expected_outputs(load_pair(args.pair, progress=lambda m: None), args.max_new_tokens)
+    m = {}
+    with app_process(args.pair) as (url, pid):
+        m["alone"] = statistics.median(probe(url, args.max_new_tokens) for _ in range(3))
+        m["beside"] = {api: beside(url, api, args.max_new_tokens) for api in LONG}
+        m["after_abandoned"] = {}
+        for api in LONG:
+            abandon(url, api, 4).wait()
+            m["after_abandoned"][api] = probe(url, args.max_new_tokens)
+        never_read(url, 6)
+        m["after_never_read"] = probe(url, args.max_new_tokens)
+        start = time.perf_counter()
+        m["results"] = load(url, args.clients, args.calls, args.max_new_tokens, expected, deadline)
+        m["wall"] = time.perf_counter() - start
+        m["memory"] = [rss_mb(pid)]
+        new_sessions(url, args.sessions)
+        m["memory"].append(rss_mb(pid))
+    return m
+
+
+def outcome_rows(results, wall):
+    """The mixed load's rows: answered, mismatched, refused, failed calls, latency and wall time."""
+    latencies = sorted(s for outcome, s in results if s is not None)
+    count = {kind: sum(outcome.startswith(kind) for outcome, _ in results) for kind in ("ok", "mismatch", "busy", "error")}
+    p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None
+    errors = sorted({outcome for outcome, _ in results if outcome.startswith("error")})
+    return [f"| mixed concurrent calls (every tab in turn) answered / made | {count['ok'] + count['mismatch']} / "
+            f"{len(results)} (an abandoned long call of each of the 4 kinds among them) |",
+            f"| /run and /compare outputs different from the engine's own runs | {count['mismatch']} |",
+            f"| refused as \"queue full\" | {count['busy']} |",
+            f"| errors | {count['error']}{': ' + '; '.join(errors) if errors else ''} |",
+            f"| latency p50 / p95 under load | {statistics.median(latencies):.2f} s / {p95:.2f} s |" if latencies else
+            "| latency | - |",
+            f"| wall time of the concurrent part | {wall:.1f} s |"]
+
+
+def report(args, m):
+    def delay(seconds):
+        return f"{seconds:.2f} s ({seconds - m['alone']:+.2f} s)"
+
+    before, after = m["memory"]
+    return "\n".join([
+        f"## Load test: {args.pair} pair, every tab, {args.clients} clients x {args.calls} calls", "",
+        f"`python -m bench.load_test --pair {args.pair} --clients {args.clients} --calls {args.calls} "
+        f"--max-new-tokens {args.max_new_tokens} --sessions {args.sessions}`, {time.strftime('%Y-%m-%d')}, "
+        f"{cpu_description()}, the app in its own process on loopback. The probe: /run v3 alpha 0.3, gamma 4, T = 1, "
+        f"{args.max_new_tokens} tokens. Long calls, each tab's largest within the request budget: /run 1024 tokens; "
+        "/compare the paper's six rules x 1024; /frontier 4 rules x auto:6 x 256 (and the pilot); /strategies 1024.",
+        "", "| measurement | value |", "|---|---|",
+        f"| the probe alone (median of 3) | {m['alone']:.2f} s |",
+        *[f"| the probe beside a long {api} call | {delay(s)} |" for api, s in m["beside"].items()],
+        *[f"| the probe right after a client died 4 s into a long {api} call | {delay(s)} |"
+          for api, s in m["after_abandoned"].items()],
+        f"| the probe after 6 posted, never-read 1024-token /run calls | {delay(m['after_never_read'])} |",
+        *outcome_rows(m["results"], m["wall"]),
+        f"| server memory (RSS) before / after {args.sessions} calls from new sessions | {before:.0f} MB / "
+        f"{after:.0f} MB ({after - before:+.1f} MB) |", ""])
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", default="tiny")
     parser.add_argument("--clients", type=int, default=16)
@@ -260,66 +319,17 @@ def main():
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=1800)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "app-benchmarks.md"))
+    parser.add_argument("--out", default=str(APP_BENCHMARKS))
     parser.add_argument("--short-beside-long", action="store_true", help="only the short calls beside long ones")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.short_beside_long:
         with app_process(args.pair) as (url, _):
             text = short_calls_report(args.pair, url)
-        print(text)
-        return write_section(args.out, text, f"## Short calls beside long ones: {args.pair} pair")
-    deadline = time.monotonic() + args.seconds
-    pair = load_pair(args.pair, progress=lambda m: None)
-    expected = expected_outputs(pair, args.max_new_tokens)
-    with app_process(args.pair) as (url, pid):
-        alone = statistics.median(probe(url, args.max_new_tokens) for _ in range(3))
-        next_to = {api: beside(url, api, args.max_new_tokens) for api in LONG}
-        after_abandoned = {}
-        for api in LONG:
-            abandon(url, api, 4).wait()
-            after_abandoned[api] = probe(url, args.max_new_tokens)
-        never_read(url, 6)
-        after_never_read = probe(url, args.max_new_tokens)
-        start = time.perf_counter()
-        results = load(url, args.clients, args.calls, args.max_new_tokens, expected, deadline)
-        wall = time.perf_counter() - start
-        memory_before = rss_mb(pid)
-        new_sessions(url, args.sessions)
-        memory_after = rss_mb(pid)
-    latencies = sorted(s for outcome, s in results if s is not None)
-    count = {kind: sum(outcome.startswith(kind) for outcome, _ in results) for kind in ("ok", "mismatch", "busy", "error")}
-    p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None
-    errors = sorted({outcome for outcome, _ in results if outcome.startswith("error")})
-
-    def delay(seconds):
-        return f"{seconds:.2f} s ({seconds - alone:+.2f} s)"
-
-    text = "\n".join([
-        f"## Load test: {args.pair} pair, every tab, {args.clients} clients x {args.calls} calls", "",
-        f"`python bench/load_test.py --pair {args.pair} --clients {args.clients} --calls {args.calls} "
-        f"--max-new-tokens {args.max_new_tokens} --sessions {args.sessions}`, {time.strftime('%Y-%m-%d')}, "
-        f"{cpu_description()}, the app in its own process on loopback. The probe: /run v3 alpha 0.3, gamma 4, T = 1, "
-        f"{args.max_new_tokens} tokens. Long calls, each tab's largest within the request budget: /run 1024 tokens; "
-        "/compare the paper's six rules x 1024; /frontier 4 rules x auto:6 x 256 (and the pilot); /strategies 1024.",
-        "",
-        "| measurement | value |", "|---|---|",
-        f"| the probe alone (median of 3) | {alone:.2f} s |",
-        *[f"| the probe beside a long {api} call | {delay(s)} |" for api, s in next_to.items()],
-        *[f"| the probe right after a client died 4 s into a long {api} call | {delay(s)} |"
-          for api, s in after_abandoned.items()],
-        f"| the probe after 6 posted, never-read 1024-token /run calls | {delay(after_never_read)} |",
-        f"| mixed concurrent calls (every tab in turn) answered / made | {count['ok'] + count['mismatch']} / "
-        f"{len(results)} (an abandoned long call of each of the 4 kinds among them) |",
-        f"| /run and /compare outputs different from the engine's own runs | {count['mismatch']} |",
-        f"| refused as \"queue full\" | {count['busy']} |",
-        f"| errors | {count['error']}{': ' + '; '.join(errors) if errors else ''} |",
-        f"| latency p50 / p95 under load | {statistics.median(latencies):.2f} s / {p95:.2f} s |" if latencies else
-        "| latency | - |",
-        f"| wall time of the concurrent part | {wall:.1f} s |",
-        f"| server memory (RSS) before / after {args.sessions} calls from new sessions | {memory_before:.0f} MB / "
-        f"{memory_after:.0f} MB ({memory_after - memory_before:+.1f} MB) |", ""])
+        key = f"## Short calls beside long ones: {args.pair} pair"
+    else:
+        text, key = report(args, measure(args)), f"## Load test: {args.pair} pair, every tab"
     print(text)
-    write_section(args.out, text, f"## Load test: {args.pair} pair, every tab")
+    write_section(args.out, text, key)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Weight precision side by side in one process: how fast the target runs in each, what the cascade adds over it, and
-how far each moves the model (issue 67).
+how far each moves the model.
 
-    python bench/precision_bench.py [--pair bundled] [--rounds 2] [--max-new-tokens 64] [--precisions fp32,bf16,...]
+    python -m bench.precision_bench [--pair bundled] [--rounds 2] [--max-new-tokens 64] [--precisions fp32,bf16,...]
 
 The pair is loaded once per precision of --precisions (cascade_core/precision.py), and once at --precision (by
 default "auto", the loader's default) to show what that picks here and the calls it timed. On the benchmark prompts
@@ -15,21 +15,15 @@ draft and target in that precision. The CPU and its flags head every table. Writ
 docs/benchmarks.md, one per pair and CPU kind (a run on another CPU adds its own).
 """
 import statistics
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import torch  # noqa: E402
-
-from bench.kinds_bench import KINDS, METHODS, TEMPERATURE, run, tokens_for  # noqa: E402
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import named_pair, shown_number, speed_arguments  # noqa: E402
-from cascade_core.batch import measure_auto_prices  # noqa: E402
-from cascade_core.distributions import total_variation  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.precision import AUTO_CANDIDATES, MAX_TV, PRECISIONS, precision_of, said  # noqa: E402
+from bench.harness import alternate, named_pair, shown_number, speed_arguments, stamp, write_section
+from bench.kinds_bench import METHODS, TEMPERATURE, asked, run
+from cascade_core.batch import measure_auto_prices
+from cascade_core.distributions import total_variation
+from cascade_core.kernels import cpu_description
+from cascade_core.precision import AUTO_CANDIDATES, MAX_TV, PRECISIONS, precision_of, said
 
 TITLE = "## Weight precision side by side"
 
@@ -43,24 +37,12 @@ def load_all(args, precisions, say):
     return pairs[args.precision], {p: pairs[p] for p in precisions}
 
 
-def prompts(limit):
-    """[(kind, prompt)] of the benchmark's prompts, at most ``limit`` per kind."""
-    return [(kind, p) for kind, ps in KINDS.items() for p in ps[:limit]]
-
-
-def measure(pairs, asked, rounds, n, say):
-    """{(precision, kind, prompt, rule): [(tokens/s, trace), ...]}: per round and prompt, every precision's methods,
-    the order rotating so that none always runs first."""
+def measure(pairs, cases, rounds, n, say):
+    """{(precision, kind, prompt, rule): [(tokens/s, trace), ...]}: every precision's methods alternating."""
     combos = [(p, rule, alpha) for p in pairs for rule, alpha in METHODS]
-    results = {}
-    for r in range(rounds):
-        for i, (kind, prompt) in enumerate(asked):
-            turn = (r + i) % len(combos)
-            for precision, rule, alpha in combos[turn:] + combos[:turn]:
-                results.setdefault((precision, kind, prompt, rule), []).append(
-                    run(pairs[precision], prompt, rule, alpha, r, tokens_for(kind, n)))
-        say(f"round {r + 1}/{rounds} done")
-    return results
+    results = alternate(combos, cases, rounds,
+                        lambda case, combo, r: run(pairs[combo[0]], *case, *combo[1:], r, n), say)
+    return {(precision, *case, rule): runs for (case, (precision, rule, _)), runs in results.items()}
 
 
 def mean_tv(reference, model, sequences):
@@ -82,22 +64,22 @@ def keep_probability(traces):
     return statistics.mean(kept) if kept else None
 
 
-def summary(pairs, results, asked):
+def summary(pairs, results, cases):
     """{precision: the table's numbers}: target-only tokens/s (median over prompts of each prompt's median), the
     default's and lossless's median and lowest speed-up over it, TV to float32, the draft's lossless keep
     probability, and each kind's median speed-ups."""
     fp32 = pairs.get("fp32")
-    answers = [(t.prompt_ids, t.tokens) for kind, prompt in asked
+    answers = [(t.prompt_ids, t.tokens) for kind, prompt in cases
                for _, t in results.get(("fp32", kind, prompt, "target"), [])[:1]]
     rows = {}
     for precision, pair in pairs.items():
         speed = {key[1:]: statistics.median(s for s, _ in runs) for key, runs in results.items() if key[0] == precision}
-        ups = {rule: {(k, p): speed[k, p, rule] / speed[k, p, "target"] for k, p in asked}
+        ups = {rule: {(k, p): speed[k, p, rule] / speed[k, p, "target"] for k, p in cases}
                for rule in ("v3", "lossless")}
         rows[precision] = dict(
-            target=statistics.median(speed[k, p, "target"] for k, p in asked), ups=ups,
+            target=statistics.median(speed[k, p, "target"] for k, p in cases), ups=ups,
             tv=mean_tv(fp32.target, pair.target, answers) if fp32 is not None and answers else None,
-            keep=keep_probability(t for k, p in asked for _, t in results[precision, k, p, "lossless"]))
+            keep=keep_probability(t for k, p in cases for _, t in results[precision, k, p, "lossless"]))
     return rows
 
 
@@ -119,9 +101,9 @@ def precision_table(rows):
     return lines
 
 
-def kinds_table(rows, asked):
+def kinds_table(rows, cases):
     """Each kind's median speed-ups over target-only in the same precision, v3 0.5 / lossless, per precision."""
-    kinds = list(dict.fromkeys(kind for kind, _ in asked))
+    kinds = list(dict.fromkeys(kind for kind, _ in cases))
     lines = ["| kind | " + " | ".join(f"{p}: v3 0.5 / lossless" for p in rows) + " |",
              "|---|" + "---:|" * len(rows)]
     for kind in kinds:
@@ -140,18 +122,17 @@ def auto_lines(default):
     return lines
 
 
-def markdown(args, default, pairs, rows, asked):
+def markdown(args, default, pairs, rows, cases):
     any_pair = next(iter(pairs.values()))
     broken = [p for p, row in rows.items() if row["tv"] is not None and row["tv"] > MAX_TV]
     lines = [f"{TITLE}: {any_pair.name} pair, {cpu_description()}", "",
-             f"`python bench/precision_bench.py --pair {args.pair} --rounds {args.rounds} --max-new-tokens "
-             f"{args.max_new_tokens} --precisions {','.join(pairs)}`, {time.strftime('%Y-%m-%d')}, "
-             f"{torch.get_num_threads()} threads, torch {torch.__version__}, CPU: {cpu_description()}; "
-             f"{any_pair.description}; weights: {any_pair.weights}. {len(asked)} prompts (every kind), "
+             f"`python -m bench.precision_bench --pair {args.pair} --rounds {args.rounds} --max-new-tokens "
+             f"{args.max_new_tokens} --precisions {','.join(pairs)}`, {stamp()}, CPU: {cpu_description()}; "
+             f"{any_pair.description}; weights: {any_pair.weights}. {len(cases)} prompts (every kind), "
              f"{args.rounds} rounds, T {TEMPERATURE}, gamma auto, {args.max_new_tokens} tokens (twice for long "
              "answers; EOS ignored), every precision's three methods alternating per prompt; medians over rounds, "
              "then prompts. Speed-ups are over target-only in the same precision.", "",
-             *precision_table(rows), "", *kinds_table(rows, asked), "", *auto_lines(default), "",
+             *precision_table(rows), "", *kinds_table(rows, cases), "", *auto_lines(default), "",
              f"Precisions moving the target by more than {MAX_TV} in mean TV here: "
              f"{', '.join(broken) if broken else 'none'}; auto may pick fp32 or {', '.join(AUTO_CANDIDATES)} "
              "(precision.py's AUTO_CANDIDATES).", ""]
@@ -166,10 +147,10 @@ def main(argv=None):
     default, pairs = load_all(args, args.precisions.split(","), print)
     for pair in pairs.values():
         measure_auto_prices(pair)  # gamma auto's prices, before any run
-    asked = prompts(args.prompts)
-    results = measure(pairs, asked, args.rounds, args.max_new_tokens, print)
-    rows = summary(pairs, results, asked)
-    text = markdown(args, default, pairs, rows, asked)
+    cases = asked(args.prompts)
+    results = measure(pairs, cases, args.rounds, args.max_new_tokens, print)
+    rows = summary(pairs, results, cases)
+    text = markdown(args, default, pairs, rows, cases)
     print(text)
     if args.out:
         write_section(args.out, text, text.splitlines()[0])  # a section per pair and CPU kind: others' stay

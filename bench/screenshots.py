@@ -3,21 +3,18 @@ tokens that will change), the inspector, the "How to read this" panel, and each 
 draft side by side, opened by a link, Trade-off, the Sandbox loaded from the run's inspected token, Strategies, a
 lesson of Learn).
 
-    HF_HUB_OFFLINE=1 python bench/screenshots.py [--out docs/screenshots]
-    python bench/screenshots.py --sweep-report runs/bundled-default/report.html   # a sweep's figures
+    HF_HUB_OFFLINE=1 python -m bench.screenshots [--out docs/screenshots]
+    python -m bench.screenshots --sweep-report runs/bundled-default/report.html   # a sweep's figures
 """
 import argparse
-import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from app import build_app, launch
+from app.pairs import PairCache
+from bench.harness import VIEWPORT, chromium, free_port, prompts, set_alpha
 
-from app import build_app, launch  # noqa: E402
-from app.pairs import PairCache  # noqa: E402
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, set_alpha  # noqa: E402
-
-PROMPT = "Explain in two sentences why the sky is blue."
+PROMPT = prompts("page")["screenshots"]
 COMPARE_LINK = dict(tab="compare", prompt=PROMPT, draft="each", rows="lossless,v3:0.5,chow:0.5", run="1")
 
 
@@ -70,26 +67,48 @@ def shoot_lesson(page, out, k):
 
 def shoot_report(report, out):
     """sweep-figure-<i>.png for each figure of a sweep's report (a self-contained page, opened from disk)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.goto(report.resolve().as_uri())
         page.wait_for_selector("[id^=figure-] .main-svg")
         for i, figure in enumerate(page.query_selector_all("[id^=figure-]")):
             figure.screenshot(path=out / f"sweep-figure-{i}.png")
-        browser.close()
     print(f"figures in {out}")
 
 
-def main():
-    from playwright.sync_api import sync_playwright
+DONE = "() => document.querySelector('#status')?.innerText.startsWith('Done')"
 
+
+def shoot_explore(page, out):
+    """A run with a hover card, alpha moved (greyed tokens that will change), the inspector on a replaced token and
+    the "How to read this" panel; the replaced token's position, for the Sandbox."""
+    page.wait_for_selector("#run")
+    page.fill("#prompt textarea", PROMPT)
+    page.click("#run")
+    page.wait_for_function(DONE, timeout=120000)
+    page.wait_for_selector("#step-plot .js-plotly-plot")
+    page.hover("#answer .tok[data-pos='6']")
+    page.screenshot(path=out / "bundled-run.png", full_page=True)
+    set_alpha(page, 0.6, "input")
+    page.wait_for_selector("#answer .tok.will-change")
+    page.screenshot(path=out / "bundled-alpha-moved.png", full_page=True)
+    set_alpha(page, 0.6, "pointerup")
+    page.wait_for_function(DONE + " && !document.querySelector('#answer .will-change')", timeout=120000)
+    flip = page.get_attribute("#answer .tok.replaced", "data-pos") or "0"
+    page.click(f"#answer .tok[data-pos='{flip}']")
+    page.wait_for_selector("#inspector-plot .js-plotly-plot")
+    page.screenshot(path=out / "bundled-inspector.png", full_page=True)
+    page.click("#how-to-read button")
+    page.wait_for_timeout(500)
+    page.locator("#how-to-read").screenshot(path=out / "how-to-read.png")
+    return flip
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="docs/screenshots")
     parser.add_argument("--sweep-report", help="instead: shoot each figure of a sweep's report.html")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.sweep_report:
@@ -98,34 +117,12 @@ def main():
     pairs.get("bundled")
     demo = build_app("bundled", pairs=pairs)
     _, url, _ = launch(demo, port=free_port(), prevent_thread_lock=True, quiet=True)
-    done = "() => document.querySelector('#status')?.innerText.startsWith('Done')"
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        with chromium() as browser:
+            page = browser.new_page(viewport=VIEWPORT)
             page.goto(url)
-            page.wait_for_selector("#run")
-            page.fill("#prompt textarea", PROMPT)
-            page.click("#run")
-            page.wait_for_function(done, timeout=120000)
-            page.wait_for_selector("#step-plot .js-plotly-plot")
-            page.hover("#answer .tok[data-pos='6']")
-            page.screenshot(path=out / "bundled-run.png", full_page=True)
-            set_alpha(page, 0.6, "input")
-            page.wait_for_selector("#answer .tok.will-change")
-            page.screenshot(path=out / "bundled-alpha-moved.png", full_page=True)
-            set_alpha(page, 0.6, "pointerup")
-            page.wait_for_function(done + " && !document.querySelector('#answer .will-change')", timeout=120000)
-            flip = page.get_attribute("#answer .tok.replaced", "data-pos") or "0"
-            page.click(f"#answer .tok[data-pos='{flip}']")
-            page.wait_for_selector("#inspector-plot .js-plotly-plot")
-            page.screenshot(path=out / "bundled-inspector.png", full_page=True)
-            page.click("#how-to-read button")
-            page.wait_for_timeout(500)
-            page.locator("#how-to-read").screenshot(path=out / "how-to-read.png")
-            shoot_tabs(page, out, flip)
+            shoot_tabs(page, out, shoot_explore(page, out))
             shoot_compare_link(page, out, url)
-            browser.close()
     finally:
         demo.close()
     print(f"screenshots in {out}")

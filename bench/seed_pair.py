@@ -4,26 +4,19 @@ timed as the engine calls them: a target token, a draft token and a (gamma+1)-to
 compiled. Writes a section of docs/benchmarks.md and assets/measured-costs.json, from which the explorer offers
 "c measured for the seed's pair on this machine".
 
-    python bench/seed_pair.py [--gamma 4] [--no-compile]
+    python -m bench.seed_pair [--gamma 4] [--no-compile]
 """
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
 
-import torch  # noqa: E402
-from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
-
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import forward_ms  # noqa: E402
-from cascade_core.compiled import compile_pair  # noqa: E402
-from cascade_core.costs import expected_speedup, priced_speedup  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.models import default_device, default_dtype, make_pair, with_measured_kernels  # noqa: E402
+from bench.harness import BENCHMARKS, ROOT, forward_ms, machine, write_section
+from cascade_core.compiled import compile_pair
+from cascade_core.costs import expected_speedup, priced_speedup
+from cascade_core.models import default_device, default_dtype, make_pair, with_measured_kernels
 
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 QWEN3 = dict(vocab_size=151936, head_dim=128, num_attention_heads=16, num_key_value_heads=8, num_hidden_layers=28,
@@ -57,7 +50,7 @@ def costs(pair, gamma, compiled):
 
 def markdown(measured, gamma, device_name, dtype, seconds):
     lines = [f"## The seed's pair costed offline: {SEED_PAIR}, {device_name}", "",
-             f"`python bench/seed_pair.py --gamma {gamma}{'' if 'compiled' in measured else ' --no-compile'}`, {time.strftime('%Y-%m-%d')}, torch {torch.__version__}, "
+             f"`python -m bench.seed_pair --gamma {gamma}{'' if 'compiled' in measured else ' --no-compile'}`, {time.strftime('%Y-%m-%d')}, torch {torch.__version__}, "
              f"{dtype}, {torch.get_num_threads()} threads: both architectures from their published configurations "
              f"with random weights (built in {seconds:.0f} s, nothing downloaded), medians of 5 cached forwards after "
              "a 32-token context. Projected speed-ups over the target alone for acceptance a: the spec's cost model "
@@ -78,12 +71,12 @@ def markdown(measured, gamma, device_name, dtype, seconds):
     return "\n".join(lines)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--no-compile", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    args = parser.parse_args()
+    parser.add_argument("--out", default=str(BENCHMARKS))
+    args = parser.parse_args(argv)
     device = default_device()
     dtype = default_dtype(device)
     start = time.perf_counter()
@@ -92,7 +85,7 @@ def main():
     pair = with_measured_kernels(make_pair(SEED_PAIR, target, draft), print)
     built = time.perf_counter() - start
     measured = costs(pair, args.gamma, None if args.no_compile else compile_pair(pair))
-    device_name = torch.cuda.get_device_name() if device.type == "cuda" else cpu_description()
+    device_name = machine(device)
     text = markdown(measured, args.gamma, device_name, dtype, built)
     print(text)
     write_section(args.out, text, "## The seed's pair costed offline")

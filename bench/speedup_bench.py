@@ -1,32 +1,21 @@
 """The speed-up a visitor sees: every rule at the app's settings against target-only decoding, side by side in one
 process (alternating, medians), with the cost model's projection from the calls measured on the same pair.
 
-    python bench/speedup_bench.py [--pair bundled] [--rounds 2] [--max-new-tokens 48]
+    python -m bench.speedup_bench [--pair bundled] [--rounds 2] [--max-new-tokens 48]
 
-Prompts are outside the draft's training instructions and its held-out set. Every run generates exactly
-max_new_tokens tokens (EOS ignored). Target NLL is the mean -log p(token) of the emitted text under the target
-(temperature 1), the Trade-off tab's quality axis. Writes its section to docs/benchmarks.md.
+Prompts: assets/prompts/bench.json's "speedup", outside the draft's training and held-out sets. Every run generates
+exactly max_new_tokens tokens (EOS ignored). Target NLL is the mean -log p(token) of the emitted text under the
+target (temperature 1), the Trade-off tab's quality axis. Writes its section to docs/benchmarks.md.
 """
 import statistics
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import (alternate, by_method, decode, known_median, named_pair, projected, prompts, shown_number,
+                           speed_arguments, stamp, write_section)
+from cascade_core.kernels import cpu_description
+from cascade_core.prices import measure_prices, measured_prices
+from cascade_core.settings import AUTO_GAMMAS
+from sweeps.quality import target_nll
 
-import torch  # noqa: E402
-
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import known_median, named_pair, shown_number, speed_arguments  # noqa: E402
-from cascade_core import generate  # noqa: E402
-from cascade_core.costs import priced_speedup  # noqa: E402
-from cascade_core.settings import AUTO_GAMMAS  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-from cascade_core.prices import block_prices, measure_prices, measured_prices  # noqa: E402
-from sweeps.quality import target_nll  # noqa: E402
-
-PROMPTS = ["Explain how a bicycle works.", "What is the best way to learn to cook?",
-           "Describe a thunderstorm to a child."]
 TEMPERATURE = 0.7  # the app's default
 # (rule, alpha, gamma): the app's default and its neighbours, then a Trade-off-like spread of alphas
 METHODS = ([("target", 0.0, 1)] + [("lossless", 0.0, g) for g in (2, 3, 4, "auto")]
@@ -42,43 +31,32 @@ def label(rule, alpha, gamma):
 
 
 def run_all(pair, rounds, n, say):
-    """{method: [(tokens/s, trace), ...]} over rounds x prompts, methods rotating so none always goes first."""
-    results = {m: [] for m in METHODS}
-    for r in range(rounds):
-        for i, prompt in enumerate(PROMPTS):
-            order = METHODS[(r * len(PROMPTS) + i) % len(METHODS):] + METHODS[:(r * len(PROMPTS) + i) % len(METHODS)]
-            for rule, alpha, gamma in order:
-                start = time.perf_counter()
-                trace = generate(pair, prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=TEMPERATURE, seed=r,
-                                 max_new_tokens=n, stop_at_eos=False)
-                results[rule, alpha, gamma].append((len(trace.tokens) / (time.perf_counter() - start), trace))
-            say(f"round {r + 1}/{rounds}, prompt {i + 1}/{len(PROMPTS)} done")
-    return results
+    """{method: [(tokens/s, trace), ...]} over rounds x prompts, the methods alternating."""
+    def run(prompt, method, r):
+        rule, alpha, gamma = method
+        return decode(pair, prompt, rule=rule, alpha=alpha, gamma=gamma, temperature=TEMPERATURE, seed=r,
+                      max_new_tokens=n, stop_at_eos=False)
+    return by_method(alternate(METHODS, prompts("speedup"), rounds, run, say), METHODS)
+
+
+def method_row(pair, method, runs, base):
+    """A table row: the method's median speed and its spread, acceptance, gamma, tokens per call, NLL, projection."""
+    rule, alpha, gamma = method
+    speeds, traces = [s for s, _ in runs], [t for _, t in runs]
+    stats = [t.stats for t in traces]
+    cascade = rule != "target"
+    return dict(name=label(rule, alpha, gamma), rule=rule, tok_s=statistics.median(speeds),
+                speedup=statistics.median(speeds) / base, spread=(min(speeds), max(speeds)),
+                acceptance=known_median(s["acceptance_rate"] for s in stats) if cascade else None,
+                gamma=statistics.median(t.gamma for t in traces) if cascade else None,
+                tokens_per_call=statistics.median(s["tokens_per_target_call"] for s in stats),
+                nll=statistics.median(target_nll([p["p_token"] for p in t.positions]) for t in traces),
+                projected=statistics.median(projected(pair, t) for t in traces) if cascade else None)
 
 
 def summarise(pair, results):
     base = statistics.median(s for s, _ in results["target", 0.0, 1])
-    rows = []
-    for (rule, alpha, gamma), runs in results.items():
-        speeds = [s for s, _ in runs]
-        traces = [t for _, t in runs]
-        stats = [t.stats for t in traces]
-        acceptance = None if rule == "target" else known_median(s["acceptance_rate"] for s in stats)
-        g = statistics.median(t.gamma for t in traces) if rule != "target" else None
-        projected = None
-        if acceptance is not None:
-            # each run's projection at the gammas its blocks used, priced with the pair's measured calls
-            projected = statistics.median(
-                statistics.mean(priced_speedup(t.stats["acceptance_rate"], b,
-                                               *block_prices(pair, t.stats["overhead_seconds_per_block"])(b))
-                                for b in (t.counters.get("gammas") or [gamma]))
-                for t in traces if t.stats["acceptance_rate"] is not None)
-        rows.append(dict(name=label(rule, alpha, gamma), rule=rule, tok_s=statistics.median(speeds),
-                         speedup=statistics.median(speeds) / base, spread=(min(speeds), max(speeds)),
-                         acceptance=acceptance, gamma=g,
-                         tokens_per_call=statistics.median(s["tokens_per_target_call"] for s in stats),
-                         nll=statistics.median(target_nll([p["p_token"] for p in t.positions]) for t in traces),
-                         projected=projected))
+    rows = [method_row(pair, method, runs, base) for method, runs in results.items()]
     lossless_nll = min(r["nll"] for r in rows if r["rule"] == "lossless")
     frontier = [r for r in rows if r["rule"] not in ("target", "lossless") and r["nll"] <= 1.1 * lossless_nll]
     return dict(rows=rows, base=base, lossless_nll=lossless_nll,
@@ -92,13 +70,13 @@ def section_key(pair):
 
 def markdown(pair, s, rounds, n):
     lines = [f"{section_key(pair)}, {cpu_description()}", "",
-             f"`python bench/speedup_bench.py --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, "
-             f"{time.strftime('%Y-%m-%d')}, {torch.get_num_threads()} threads, torch {torch.__version__}, dtype "
-             f"{pair.target.dtype}; {pair.description}. Temperature {TEMPERATURE}, {n} tokens (EOS ignored), "
-             f"{len(PROMPTS)} prompts outside the draft's training and held-out sets x {rounds} rounds (seed = round), "
-             "all methods alternating in one process; medians. The projection prices each block with the calls "
-             "measured on this pair (below) and the engine's own time per block in that run (o: sampling, "
-             "verification, records): (1 - a^(g+1)) / (1 - a) * t_target / ((g+1) t_draft + t_verify(g+1) + o).",
+             f"`python -m bench.speedup_bench --pair {pair.name} --rounds {rounds} --max-new-tokens {n}`, {stamp()}, "
+             f"dtype {pair.target.dtype}; {pair.description}. Temperature {TEMPERATURE}, {n} tokens (EOS ignored), "
+             f"{len(prompts('speedup'))} prompts outside the draft's training and held-out sets x {rounds} rounds "
+             "(seed = round), all methods alternating in one process; medians. The projection prices each block with "
+             "the calls measured on this pair (below) and the engine's own time per block in that run (o: sampling, "
+             "verification, records): (1 - a^(g+1)) / (1 - a) * t_target / ((g+1) t_draft + t_verify(g+1) + o), "
+             "the tokens gamma auto's floor had the target sample alone at the target's price.",
              "", "| rule, alpha, gamma | tokens/s (min-max) | vs target-only | projected | acceptance | gamma used | "
              "tokens per target call | target NLL |", "|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:

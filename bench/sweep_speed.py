@@ -1,37 +1,31 @@
 """How fast a sweep runs: 8 prompts x 5 rules x 6 alphas x 48 tokens on one pair, without prefix sharing, with it,
 and with it on a local Ray instance (one worker per core); rows per minute for each, written to docs/sweeps.md.
 
-    HF_HUB_OFFLINE=1 python bench/sweep_speed.py [--pair bundled] [--prompts 8] [--alphas auto:6] [--tokens 48]
+    HF_HUB_OFFLINE=1 python -m bench.sweep_speed [--pair bundled] [--prompts 8] [--alphas auto:6] [--tokens 48]
 """
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.markdown import write_section  # noqa: E402
-from bench.measure import bench_arguments  # noqa: E402
-from cascade_core.kernels import cpu_description  # noqa: E402
-from sweeps import load_prompts, sweep  # noqa: E402
-from sweeps.chain import load_named_pair  # noqa: E402
+from bench.harness import PROMPTS, ROOT, bench_arguments, write_section
+from cascade_core.kernels import cpu_description
+from sweeps import load_prompts, sweep
+from sweeps.chain import load_named_pair
 
 RULES = ["chow", "diff", "opt", "v3", "lossy"]
 
 
 def eight_prompts():
     """The first prompt of each category of the bundled set, then the next ones, to 8."""
-    prompts = load_prompts(ROOT / "assets" / "prompts" / "default.jsonl")
+    prompts = load_prompts(PROMPTS / "default.jsonl")
     firsts = list({p["category"]: p for p in reversed(prompts)}.values())[::-1]
     return (firsts + [p for p in prompts if p not in firsts])[:8]
 
 
-def main():
+def main(argv=None):
     parser = bench_arguments(__doc__)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--prompts", type=int, default=8, help="how many prompts (one per category first)")
     parser.add_argument("--alphas", default="auto:6")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     prompts = eight_prompts()[: args.prompts]
     pair = load_named_pair(args.pair)
     settings = dict(gamma=4, temperature=1.0, max_new_tokens=args.tokens)
@@ -46,7 +40,7 @@ def main():
         print(name, results[name], flush=True)
     lines = [f"## Sweep speed: {args.pair} pair, {len(prompts)} prompts x {len(RULES)} rules x alphas {args.alphas} x "
              f"{args.tokens} tokens", "",
-             f"`python bench/sweep_speed.py --pair {args.pair} --prompts {len(prompts)} --alphas {args.alphas} --tokens "
+             f"`python -m bench.sweep_speed --pair {args.pair} --prompts {len(prompts)} --alphas {args.alphas} --tokens "
              f"{args.tokens}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}; "
              f"rules {', '.join(RULES)}, alphas {args.alphas}, gamma 4, T = 1, seed 0; the pilot run that places the alphas "
              "is included in each time.", "",

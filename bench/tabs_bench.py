@@ -3,26 +3,20 @@ prompt x 4 rules x 6 alphas, with and without prefix sharing), Strategies (each 
 with each draft: which finishes first) and the Sandbox (a slider move: server-side and in
 chromium until the plot has changed). Prints markdown rows for docs/app-benchmarks.md.
 
-    HF_HUB_OFFLINE=1 python bench/tabs_bench.py [--pair bundled] [--repeats 3] [--skip-browser]
+    HF_HUB_OFFLINE=1 python -m bench.tabs_bench [--pair bundled] [--repeats 3] [--skip-browser]
 """
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from app.compare import CompareHandlers, preset_cells
+from app.pairs import PairCache
+from app.sandbox import START, SandboxHandlers
+from app.strategies import DEFAULTS as STRATEGIES_DEFAULTS, StrategiesHandlers
+from app.tradeoff import TradeoffHandlers
+from bench.harness import VIEWPORT, app_process, bench_arguments, chromium, prompts
+from cascade_core import finish
 
-from app.compare import CompareHandlers, preset_cells  # noqa: E402
-from app.pairs import PairCache  # noqa: E402
-from app.sandbox import START, SandboxHandlers  # noqa: E402
-from app.strategies import DEFAULTS as STRATEGIES_DEFAULTS, StrategiesHandlers  # noqa: E402
-from app.tradeoff import TradeoffHandlers  # noqa: E402
-from bench.measure import bench_arguments  # noqa: E402
-from bench.server import app_process  # noqa: E402
-from cascade_core import finish  # noqa: E402
-from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-
-PROMPT = "Who is Buzz Aldrin?"
+PROMPT = prompts("page")["run"]
 COMPARE_ROWS = [("lossless", 0.0), ("opt", 0.2), ("v3", 0.5), ("chow", 0.5)]
 FRONTIER_RULES = ["chow", "diff", "opt", "v3"]
 # A slider move in the page, timed on the browser's clock: from the input event until the plot's DOM has changed
@@ -47,8 +41,10 @@ def bench_compare(pairs, pair_name, repeats):
     first, total = [], []
     for _ in range(repeats):
         start, shown = time.perf_counter(), None
-        for _ in handlers.run(PROMPT, handlers.default_draft, 4, 0.7, 0, 64, 0.25, *preset_cells(COMPARE_ROWS)):
+        for view in handlers.run(PROMPT, handlers.default_draft, 4, 0.7, 0, 64, *preset_cells(COMPARE_ROWS)):
             shown = shown or time.perf_counter() - start
+        if not view[-1].startswith("Done"):  # a refused run would be timed as a fast one
+            raise SystemExit(f"Compare did not run: {view[-1]}")
         first.append(shown)
         total.append(time.perf_counter() - start)
     return statistics.median(first), statistics.median(total)
@@ -95,25 +91,21 @@ def bench_sandbox_server(repeats):
 
 def bench_sandbox_browser(repeats):
     """Milliseconds from a q slider's input event to the repainted plot, in chromium (tiny pair's app)."""
-    from playwright.sync_api import sync_playwright
-
-    with app_process("tiny") as (url, _), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with app_process("tiny") as (url, _), chromium() as browser:
+        page = browser.new_page(viewport=VIEWPORT)
         page.goto(url)
         page.click("button[role=tab]:has-text('Sandbox')")
         page.wait_for_selector("#sandbox-plot .js-plotly-plot")
         times = [page.evaluate(SLIDER_TO_PAINT, str(0.30 + (i % 2) * 0.2)) for i in range(repeats + 2)][2:]
-        browser.close()
     return statistics.median(times), max(times)
 
 
-def main():
+def main(argv=None):
     parser = bench_arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--frontier-tokens", type=int, default=32, help="max new tokens per frontier run")
     parser.add_argument("--skip-browser", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     print("| measurement | median | worst |\n|---|---|---|")
     median, worst = bench_sandbox_server(20)

@@ -5,8 +5,7 @@ import json
 import time
 from pathlib import Path
 
-from bench.measure import forward_ms
-from bench.markdown import write_section
+from bench.harness import acceptance_by_step, forward_ms, write_section
 from cascade_core import generate, load_pair
 from cascade_core.costs import expected_speedup
 from cascade_core.draft import DRAFT_FILE, draft_meta
@@ -94,7 +93,6 @@ def head_report(work, gamma=3, n_tokens=48, temperature=0.7, say=print):
     """Markdown for docs/benchmarks.md on the bundled head (assets/head-smollm2): how it was trained (``work``: its
     training folder), the draft vocabulary's coverage and ceiling, held-out 1 - TV by drafting step, the engine's
     acceptance by block step on the held-out prompts, and the learning curve."""
-    from bench.drafts_bench import per_position_acceptance
     from cascade_core.kernels import cpu_description
     from cascade_core.models import BUNDLED_HEAD
 
@@ -105,7 +103,7 @@ def head_report(work, gamma=3, n_tokens=48, temperature=0.7, say=print):
     traces = [generate(pair, p, rule="lossless", gamma=gamma, temperature=temperature, seed=1, max_new_tokens=n_tokens,
                        stop_at_eos=False) for p in data.EVAL_PROMPTS]
     say("engine runs on the held-out prompts done")
-    by_step = per_position_acceptance(traces, gamma + 1)
+    by_step = acceptance_by_step(traces, gamma + 1)
     measured = sum(t.stats["acceptance_rate"] for t in traces) / len(traces)
     fmt = lambda values: " / ".join(f"{v:.3f}" for v in values if v is not None)  # noqa: E731
     scores = meta["held_out_acceptance_by_step"]

@@ -1,19 +1,26 @@
-"""The benchmark runs end to end (tiny pair, few tokens) and writes its markdown section."""
+"""The living benchmarks run end to end (tiny pair, few tokens) and write their markdown sections; the harness they
+share alternates methods fairly, reads its prompts from assets/prompts/ and replaces a section where it stands."""
+import importlib
 import subprocess
 import sys
+import types
 from pathlib import Path
 
-from bench.markdown import write_section
+import pytest
+
+from bench.harness import acceptance_by_step, alternate, by_method, every_prompt, prompt_kinds, prompts, write_section
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_bench_smoke(tmp_path):
+def test_the_engine_benchmark_runs_as_a_module_and_writes_its_section(tmp_path):
     out = tmp_path / "bench.md"
-    r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "bench" / "engine_bench.py"), "--pair", "tiny",
-                        "--runs", "2", "--max-new-tokens", "6", "--no-compile", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "bench.engine_bench", "--pair", "tiny", "--runs", "2",
+                        "--max-new-tokens", "6", "--no-compile", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     text = out.read_text()
-    assert "## Engine benchmark on cpu: tiny pair" in text
+    assert "## Engine benchmark on cpu: tiny pair" in text and "`python -m bench.engine_bench --pair tiny" in text
     assert "Greedy outputs identical (transformers generate = transformers assisted = ours lossless, every path): " \
            "**True**" in text
     for name in ("transformers generate (target only)", "transformers assisted", "ours lossless", "ours v3 alpha=0.3",
@@ -33,112 +40,81 @@ def test_write_section_replaces_by_key_whatever_the_numbers_in_the_title(tmp_pat
     assert text.index(f"{key}, draft (1 - TV 0.41)\n\nnew") < text.index("## Bundled draft: draft (1 - TV 0.33)")
 
 
-def test_short_calls_profile_reads_py_spys_samples_by_thread(tmp_path):
-    """py-spy's collapsed stacks (thread;frame;...;frame count) read as each thread's share of the wall time, the
-    innermost of this repository's frames and the leaf frames; AnyIO's workers pooled, line numbers dropped."""
-    from bench.short_calls_profile import RATE, thread_shares
+def test_alternate_runs_every_method_on_every_case_and_turns_the_order():
+    """Each method runs once per case and round, and over as many cases as there are methods each goes first once."""
+    order = []
+    results = alternate("abc", ["x", "y", "z"], 2, lambda case, m, r: order.append(m) or (case, m, r), lambda _: None)
+    assert {key: len(runs) for key, runs in results.items()} == {(c, m): 2 for c in "xyz" for m in "abc"}
+    assert results["y", "b"] == [("y", "b", 0), ("y", "b", 1)]
+    firsts = order[::3]
+    assert firsts[:3] == ["a", "b", "c"] and firsts[3:] == ["a", "b", "c"]
+    assert list(by_method(results, "cab")) == ["c", "a", "b"]
+    assert by_method(results, "abc")["a"] == [("x", "a", 0), ("x", "a", 1), ("y", "a", 0), ("y", "a", 1),
+                                               ("z", "a", 0), ("z", "a", 1)]
 
-    raw = tmp_path / "server.txt"
-    raw.write_text("\n".join([
-        "thread (1): MainThread;main (app.py:77);step (cascade_core/batch.py:110);forward (cascade_core/cached.py:39);"
-        "Linear.forward (torch/nn/modules/linear.py:125) 60",
-        "thread (1): MainThread;main (app.py:77);step (cascade_core/batch.py:120);"
-        "untempered_and_tempered (cascade_core/sampling.py:87) 20",
-        "thread (2): Thread-1 (run);Server.run (uvicorn/server.py:69);EpollSelector.select (selectors.py:468) 30",
-        "thread (3): AnyIO worker thread;api_run (app/explore.py:272);dumps (cascade_core/strict_json.py:20) 5",
-        "thread (4): AnyIO worker thread;WorkerThread.run (anyio/_backends/_asyncio.py:1113);"
-        "Condition.wait (threading.py:327) 5"]) + "\n")
-    shares = thread_shares(raw, seconds=100 / RATE)
-    assert list(shares) == ["MainThread", "Thread-1 (run)", "AnyIO workers"]
-    running, ours, leaves = shares["MainThread"]
-    assert running == 0.8
-    assert ours == [("forward (cascade_core/cached.py)", 0.6),
-                    ("untempered_and_tempered (cascade_core/sampling.py)", 0.2)]
-    assert leaves == [("Linear.forward (linear.py)", 0.6), ("untempered_and_tempered (sampling.py)", 0.2)]
-    assert shares["Thread-1 (run)"] == (0.3, [], [("EpollSelector.select (selectors.py)", 0.3)])
-    assert shares["AnyIO workers"][0] == 0.1
-    assert shares["AnyIO workers"][1] == [("dumps (cascade_core/strict_json.py)", 0.05)]
+
+def test_acceptance_by_step_reads_each_step_of_a_block():
+    """Block by block, the proposals' keep probabilities at their step; a step no block reached is None."""
+    positions = [dict(block=0, accept_prob=0.2), dict(block=0, accept_prob=0.4), dict(block=1, accept_prob=0.6),
+                 dict(block=2, accept_prob=None)]
+    trace = types.SimpleNamespace(positions=positions)
+    assert acceptance_by_step([trace]) == [0.4, 0.4]
+    assert acceptance_by_step([trace], 3) == [0.4, 0.4, None]
+
+
+def test_the_prompts_are_the_files_in_assets():
+    """Every set a benchmark measures on comes from assets/prompts/ (bench.json and kinds.json), and every_prompt
+    holds them all, the page's single prompts among them."""
+    assert len(prompts("speedup")) == 3 and set(prompts("speedup")) < set(prompts("drafts"))
+    kinds = prompt_kinds()
+    assert {"explanation", "code", "long answer"} <= set(kinds)
+    everything = every_prompt()
+    assert set(prompts("load")) | set(prompts("greedy")) | set(prompts("page").values()) <= everything
+    assert {p for ps in kinds.values() for p in ps} <= everything
 
 
 def test_the_engine_benchmark_names_the_measured_routes():
     """The routes other than F.linear over the count itself, in row order; a pair without measured kernels: none."""
-    import types
     from bench.engine_bench import kernel_routes
     pair = types.SimpleNamespace(kernels={"routes": {3: ("thin", 3), 1: ("thin", 2), 2: ("linear", 2)}})
     assert kernel_routes(pair) == "1 thin over 2, 3 thin"
     assert kernel_routes(types.SimpleNamespace(kernels=None)) == "none"
 
 
-def test_headroom_prices_each_term_apart(tmp_path):
-    """The headroom table writes its section, and each term moves the projection the way the cost model says: less
-    engine time or a cheaper draft call never slows it, more acceptance speeds it up."""
-    from bench.headroom import grid, main
-    out = tmp_path / "bench.md"
-    text = main(["--pair", "tiny", "--max-new-tokens", "4", "--out", str(out)])
-    assert out.read_text().startswith("# Benchmarks") and "## What holds the default's speed-up back: tiny pair" in text
-    from cascade_core import load_pair
-    pair = load_pair("tiny")
-    rows, columns, cells = grid(pair, 0.3, 2e-3)
-    speed = {key: s for key, (s, _) in cells.items()}
-    measured, faster, free, cheaper_draft = (c for c, _, _ in columns)
-    for r, _ in rows:
-        assert speed[r, faster] > speed[r, measured] and speed[r, free] > speed[r, faster]
-        assert speed[r, cheaper_draft] > speed[r, measured]
-    assert [speed[r, measured] for r, _ in rows] == sorted(speed[r, measured] for r, _ in rows)
-    assert len(rows) == 5  # 0.3 as measured, then 0.55 .. 0.70
-
-
-def test_short_calls_floor_engine_share_shares_one_batch_and_decodes_each_run_as_alone():
-    """The floor benchmark's engine share (the runs in one RunningBatches, advanced in turn as the engine thread
-    advances its callers) takes every block beside the other runs and gives each its solo tokens and sources."""
-    from bench.short_calls_floor import engine_share, run_args
-    from cascade_core import generate, load_pair
-    from cascade_core.running import OTHER_ROWS
-
-    pair = load_pair("tiny", progress=lambda m: None)
-    seconds, traces = engine_share(pair, 3)
-    assert seconds > 0
-    for i, trace in enumerate(traces):
-        prompt, args = run_args(i)
-        solo = generate(pair, prompt, **args)
-        assert (trace.tokens, trace.sources) == (solo.tokens, solo.sources)
-        assert trace.counters[OTHER_ROWS] == 2 and OTHER_ROWS not in solo.counters
-
-
-def test_short_calls_floor_models_share_clocks_every_forward_inside_the_runs_wall_time():
-    """--models-share: the seconds in the models' forwards are clocked per forward (a model that sleeps 20 ms a
-    call reads 20 ms a call) and, for one run and the fourteen, lie inside the runs' wall time."""
-    import re
-    import time
-
-    import torch
-    from bench.short_calls_floor import CALLS, ForwardClock, models_share
-
-    class Sleeper(torch.nn.Module):
-        def forward(self, x):
-            time.sleep(0.02)
-            return x
-
-    sleeper = Sleeper()
-    clock = ForwardClock([sleeper])
-    for _ in range(3):
-        sleeper(torch.zeros(1))
-    assert 0.06 <= clock.seconds < 0.1
-    text = models_share("tiny", 1)
-    for label in ("one alone", f"{CALLS} together"):
-        row = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
-        wall, target, draft, models, rest = (float(x) for x in re.findall(r"([0-9.]+) s\b", row))
-        assert 0 < target and 0 < draft and abs(target + draft - models) < 2e-3 and models < wall
-        assert abs(wall - models - rest) < 2e-3
-
-
 def test_speedup_bench_reads_runs_whose_every_token_is_the_targets_own(tmp_path):
     """At 4 tokens on the tiny pair gamma "auto"'s floor has the target sample every token of some runs (on this
     project's machines; it depends on the measured prices): such a run has no acceptance and no engine time per
-    block, and the benchmark reports it ("-") instead of failing."""
+    block, and the benchmark reports it instead of failing."""
     from bench import speedup_bench
 
     out = tmp_path / "bench.md"
     summary = speedup_bench.main(["--pair", "tiny", "--rounds", "1", "--max-new-tokens", "4", "--out", str(out)])
     assert "## Speed-up over target-only at the app's settings: tiny pair" in out.read_text()
-    assert len(summary["rows"]) == len(speedup_bench.METHODS)  # one row per method, the floor's runs among them
+    assert [r["name"] for r in summary["rows"]] == [speedup_bench.label(*m) for m in speedup_bench.METHODS]
+
+
+def test_every_living_benchmark_answers_help(capsys):
+    """Each benchmark make or the docs run is a module of bench/ that imports and whose command line parses
+    (--help: nothing runs)."""
+    for name in ("speedup_bench", "kinds_bench", "engine_bench", "drafts_bench", "precision_bench", "app_bench",
+                 "tabs_bench", "load_test", "seed_pair", "sweep_speed", "screenshots"):
+        with pytest.raises(SystemExit) as exit_:
+            importlib.import_module(f"bench.{name}").main(["--help"])
+        assert exit_.value.code == 0 and capsys.readouterr().out.startswith("usage:"), name
+
+
+def test_the_explorer_benchmarks_in_process_parts_call_the_handlers_as_the_page_does():
+    """On the tiny pair, once each: the alpha drag's handler, the Sandbox's, Compare's four rows (run to "Done", not
+    refused), the Trade-off's frontier with and without shared prefixes, and the Strategies' lanes."""
+    from app.pairs import PairCache
+    from bench import app_bench, tabs_bench
+
+    assert all(0 < median for median, _ in app_bench.bench_recolour(1).values())
+    assert tabs_bench.bench_sandbox_server(1)[0] > 0
+    pairs = PairCache()
+    pairs.get("tiny")
+    first, total = tabs_bench.bench_compare(pairs, "tiny", 1)
+    assert 0 < first < total
+    frontier = tabs_bench.bench_frontier(pairs, "tiny", 4)
+    assert frontier[True][1] == frontier[False][1] > 0 and frontier[True][3] <= frontier[False][3]
+    assert {"speculative decoding", "speculative cascade"} <= set(tabs_bench.bench_strategies(pairs, "tiny", "head", 1))

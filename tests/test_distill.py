@@ -26,14 +26,12 @@ def test_instructions_are_many_distinct_and_exclude_held_out_prompts():
 
 
 def test_every_kind_is_composed_in_equal_share_and_never_a_benchmark_or_held_out_prompt():
-    from bench import batch_bench, block_profile, drafts_bench, engine_bench, load_test, serving_bench, speedup_bench
+    from bench.harness import every_prompt
     from distill import kinds
 
     general = data.instructions()
     mixed = kinds.interleaved(general, never=data.EVAL_PROMPTS)
-    measured = {p for ps in kinds.benchmark_prompts().values() for p in ps} | set(data.EVAL_PROMPTS)
-    for module in (batch_bench, block_profile, drafts_bench, engine_bench, load_test, serving_bench, speedup_bench):
-        measured |= set(module.PROMPTS)
+    measured = {p for ps in kinds.benchmark_prompts().values() for p in ps} | set(data.EVAL_PROMPTS) | every_prompt()
     assert not set(mixed) & measured and len(measured) > 40
     by_kind = kinds.by_kind(never=data.EVAL_PROMPTS)
     assert set(by_kind) == set(kinds.benchmark_prompts()) - {"explanation"}
