@@ -6,10 +6,10 @@ torch's CPU thread pool (OpenMP) belongs to the thread that calls it, and Gradio
 worker thread is free: advancing every generation on one thread keeps one pool. Which thread matters: on the 2-core
 Xeon a 1-token product ran 3x slower in a thread's team made after the main thread's (the main thread loads the
 pair), so a lone 64-token /run took 1.45x the engine's in-process time with the engine on a thread of its own and one
-torch thread, 1.67x on the main thread with one, and 1.22x on the main thread with two (bench/serving_bench.py,
-docs/app-benchmarks.md; an earlier measurement that found one engine thread faster had the engine on a thread of
-its own). Where the app is launched without blocking (tests, benchmarks, a ZeroGPU worker), the engine starts a
-thread of its own.
+torch thread, 1.67x on the main thread with one, and 1.22x on the main thread with two
+(docs/lab/2026-12-03-serving.md; an earlier measurement that found one engine thread faster had the engine on a
+thread of its own). Where the app is launched without blocking (tests, benchmarks, a ZeroGPU worker), the engine
+starts a thread of its own.
 
 A call's rows join the running batch of their pair and size class (any gamma) between two blocks and leave it when
 they finish or the call goes (cascade_core.running), so concurrent calls share every forward instead of each making

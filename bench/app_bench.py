@@ -21,7 +21,7 @@ ALPHAS = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95]
 # Timed inside the page, on the browser's clock: click Run, then the frame after the first token lands in the
 # DOM (two animation frames: the first runs before that frame paints). Timing from Python instead would
 # add the driver's own delay: Playwright's client shares this process, and its GIL, with the generating
-# server, so it learns of the token late (docs/app-benchmarks.md, "How the first-token time is measured").
+# server, so it learns of the token late (docs/app-benchmarks.md, "The explorer").
 CLICK_TO_FIRST_PAINT = """() => new Promise(resolve => {
   const answer = document.querySelector('#answer');
   const start = performance.now();

@@ -31,7 +31,7 @@ class Batch:
     still running. Each row has its own gamma (a number, or "auto": block by block, chosen by the cost model from
     the measured prices and the row's acceptance so far); a block drafts as far as the longest row's, the others
     sitting the last steps out (one batch for rows of every gamma measured faster than a batch per gamma:
-    docs/app-benchmarks.md)."""
+    docs/lab/2026-12-03-serving.md)."""
 
     def __init__(self, pair, rows):
         self.pair, self.rows = pair, rows
@@ -140,7 +140,7 @@ class Batch:
     def named(self, error, p_logits):
         """The error, or the one naming the target where its logits are broken (checked here, after the fact: the
         tempering's one reduction already tells whether anything is wrong, and a check before it cost time in every
-        block: docs/benchmarks.md, "Measured choices")."""
+        block: docs/design.md, "Measured choices")."""
         try:
             if p_logits is not None:
                 finite(p_logits, self.target.model)
@@ -206,7 +206,7 @@ def floored(row, speedup):
 def measure_auto_prices(pair):
     """What gamma "auto" prices blocks with: the pair's calls and the engine's own time per block, measured once per
     pair (a server measures them before it serves, which the first call of gamma "auto" would otherwise do while
-    every other call waits: docs/app-benchmarks.md)."""
+    every other call waits: docs/lab/2026-12-03-serving.md)."""
     measure_prices(pair, AUTO_GAMMAS)
     measure_overhead(pair)
 

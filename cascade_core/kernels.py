@@ -3,7 +3,7 @@
 Decoding multiplies 1 to gamma + 1 rows (times a batch's rows) by every weight: memory-bound products whose fastest
 BLAS path differs between CPUs and shapes. On one project machine (AVX-512/AMX) ``W @ x^T`` beat ``F.linear`` for
 every row count; on a 2-core AVX2 EPYC one cached layer is slower that way, yet over the whole bundled target,
-streamed from memory, it is on par for one row and faster for several (docs/benchmarks.md, "Measured choices"). So
+streamed from memory, it is on par for one row and faster for several (docs/design.md, "Measured choices"). So
 nothing is assumed: ``choose_kernels`` times both over the model's own weights for every row count a block can have
 and caches the timings per machine (CPU, its flags, torch version, dtype and weight shapes); ``routes`` reads them.
 precision.py keeps its timings of each weight precision in the same file, the same way (``measured_once``). These
@@ -76,7 +76,7 @@ def cpu_description():
 def _thin(x, weight):
     """y = x W^T computed as (W x^T)^T."""
     # Row-major rows, whatever layout x arrived in (an earlier product's output is a transposed view): MKL reads
-    # a transposed B much faster than a contiguous [k, rows] one (docs/benchmarks.md, "Measured choices").
+    # a transposed B much faster than a contiguous [k, rows] one (docs/design.md, "Measured choices").
     flat = x.reshape(-1, x.shape[-1]).contiguous()
     return (weight @ flat.T).T.reshape(*x.shape[:-1], weight.shape[0])
 
@@ -107,7 +107,7 @@ def _sample(linears):
 def time_paths(weights, rows, repeats=5):
     """Fastest seconds of one pass over the weights with each of PATHS, runs alternating. The fastest, not the
     median: a burst of another job's load only adds time, and a verdict is kept for good (one timed in a burst once
-    kept this VM's one-row decoding on the slow path: docs/benchmarks.md, "The default, prompt by prompt")."""
+    kept this VM's one-row decoding on the slow path: docs/lab/2026-12-07-default-speedup.md)."""
     inputs = {w.shape[1]: torch.randn(rows, w.shape[1], dtype=w.dtype) for w in weights}
     times = {name: [] for name in PATHS}
     with torch.inference_mode():

@@ -291,7 +291,7 @@ def load_pair(name=None, *, target=None, draft=None, dtype=None, device=None, pr
     "model" / "head" for a target KNOWN_DRAFTS lists. Real pairs on the
     CPU use the matrix products measured faster here; ``measured_kernels=False`` keeps transformers' own path
     (the benchmarks' baseline). ``compiled=True``: the static-cache compiled decode path (``compile_pair``), faster
-    per token once compiled, but each new shape first compiles for a minute or more on a CPU (docs/benchmarks.md,
+    per token once compiled, but each new shape first compiles for a minute or more on a CPU (docs/design.md,
     "Measured choices"). ``precision``: the target's and draft's Linear layers (precision.py): "fp32" (today's path),
     "bf16", "int8", "int8-fp32", or "auto", which times fp32 against bf16 on this machine where the kernels are
     measured (a real pair on the CPU, not compiled; the int8 precisions move the model too far to be picked) and is

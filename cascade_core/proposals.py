@@ -61,7 +61,7 @@ def propose_chain(step, model, rows, lengths, uniforms, columns=None, vocab_size
 
 def chain(tokens, q_untempered, q, margins, columns, vocab_size):
     """A row's Proposal from its q over the draft's columns: widened to the whole vocabulary once a block (scatter_:
-    docs/benchmarks.md), its columns kept beside for what reads q's support alone."""
+    docs/lab/2026-12-04-engine-time.md), its columns kept beside for what reads q's support alone."""
     if columns is None:
         return Proposal(tokens, q_untempered, q, margins)
     widen = lambda t: t.new_zeros(len(t), vocab_size).scatter_(-1, columns.expand(len(t), -1), t)  # noqa: E731

@@ -35,7 +35,7 @@ def size_class(rows):
     """Calls asking for tokens of one order of magnitude (in powers of 4: up to 16, 64, 256, 1024, ...) share a
     batch. A short call beside long ones then gets a batch of its own, which its caller's steps move as often as
     the engine thread's stride scheduling gives them, instead of moving at the pace of a batch of many long rows
-    (docs/app-benchmarks.md, "Serving")."""
+    (docs/lab/2026-12-03-serving.md)."""
     tokens = max(row.settings.max_new_tokens for row in rows)
     return ((tokens - 1).bit_length() + 1) // 2  # the smallest k with 4 ** k >= tokens
 
@@ -223,7 +223,7 @@ def attempt(run, undo, rows, trial=False):
     # Inference mode around each block, never across a yield: grad mode belongs to a thread and is restored on exit,
     # so a context held across yields would end wherever the generator is resumed from (another thread: not in it)
     # or when an interleaved generator leaves its own; and a block with autograd recording is much slower
-    # (docs/benchmarks.md, "Measured choices").
+    # (docs/design.md, "Measured choices").
     try:
         with torch.inference_mode():
             result = run(rows)

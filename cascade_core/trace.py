@@ -27,7 +27,7 @@ class Detokenizer:
 
     One per tokenizer (``for_tokenizer``), so that every row shares its memo of single tokens' texts: a block's
     records name ~40 tokens (the top-10 of q and p), whose decoding was a quarter of the engine's own time
-    (docs/benchmarks.md, "Measured choices")."""
+    (docs/design.md, "Measured choices")."""
 
     WINDOW = 8
     _shared = weakref.WeakKeyDictionary()

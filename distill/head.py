@@ -303,7 +303,7 @@ def train_step(head, opt, params, pair, args, state, batch, lm_rows, loss_fn, bu
         group["lr"] = lr
     with precision(pair.target.device):
         # the first --first-step-minutes train the first drafting step alone (three times the steps a minute; the
-        # pilot in docs/benchmarks.md), then the training-time test unrolls all k steps
+        # pilot in docs/lab/2026-12-03-head-training.md), then the training-time test unrolls all k steps
         unroll = 1 if state["seconds"] < args.first_step_minutes * 60 else args.unroll
         losses = step_losses(head, batch, lm_rows, unroll, loss_fn)
         loss = sum(DECAY ** j * step_loss for j, step_loss in enumerate(losses))

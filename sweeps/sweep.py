@@ -13,7 +13,7 @@ from .packages import check_packages
 from .store import SweepFolder
 
 PILOT_RULE = "lossless"  # the pilot run whose a* (of every rule) places the auto alphas
-LANES = 8  # chains decoded side by side, at most, in one batch (see docs/benchmarks.md, "Batches")
+LANES = 8  # chains decoded side by side, at most, in one batch (see docs/lab/2026-12-01-batches.md)
 
 
 def chain_key(row):

@@ -232,7 +232,7 @@ def test_sandbox_residual_where_a_rejection_can_happen():
 
 def test_the_page_carries_explore_only_and_the_other_tabs_come_when_drawn():
     """A page load sets up Explore's components and events alone (each costs load time even in a tab not on
-    screen: docs/app-benchmarks.md); the other tabs are empty until a render draws them."""
+    screen: docs/lab/2026-11-30-explorer-page.md); the other tabs are empty until a render draws them."""
     from app import build_app
 
     config = build_app("tiny", pairs=PairCache()).get_config_file()
