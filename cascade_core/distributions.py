@@ -6,7 +6,7 @@ A head drafts over its own sub-vocabulary (8,192 of the bundled target's 49,152 
 those columns (``support``). Every statistic that q weighs (BiLD*'s cross-entropy, the judge's KL, JS's and TV's
 terms where q is non-zero) and every token rule's eta then reads those columns alone, and the rest of the
 vocabulary enters through p's mass there; the same sums as over the whole vocabulary, whose other terms are zero
-or p(v) times a constant (docs/benchmarks.md, "Engine time per block").
+or p(v) times a constant (docs/lab/2026-12-04-engine-time.md).
 """
 import math
 from dataclasses import dataclass
@@ -23,14 +23,14 @@ def total_variation(q, p):
 
 def max_prob(d):
     """The largest probability at each position. amax, not max(-1): max also finds the index, which
-    no reader needs and which costs ten times the reduction (the engine takes ~15 per block; docs/benchmarks.md,
+    no reader needs and which costs ten times the reduction (the engine takes ~15 per block; docs/design.md,
     "Measured choices")."""
     return d.amax(-1)
 
 
 def log_of(d):
     """log d, 1e-30 where a probability is 0 (its term in a divergence is then 0 * finite). In place on the clamp's
-    fresh tensor: one [n, V] tensor fewer to allocate and fill (docs/benchmarks.md, "Measured choices")."""
+    fresh tensor: one [n, V] tensor fewer to allocate and fill (docs/design.md, "Measured choices")."""
     return d.clamp_min(1e-30).log_()
 
 

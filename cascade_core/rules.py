@@ -156,7 +156,7 @@ def token_mass(q, defer, p_total):
     + eta sum_v p(v) (1 up to rounding; ``p_total`` is sum_v p(v)). With them pi at any token is ``token_pi`` of that
     token's column alone, and q and r need only q's support (eta's terms are zero elsewhere)."""
     # q * r, not where(r, q, 0): the same numbers (q is finite and >= 0), and a third of where's time
-    # (docs/benchmarks.md, "Measured choices")
+    # (docs/design.md, "Measured choices")
     eta = (q * defer).sum(-1, keepdim=True)
     return eta, q.sum(-1, keepdim=True) - eta + eta * p_total
 
@@ -233,7 +233,7 @@ class Rule:
         pi over the whole vocabulary is built only where it is read (the row a rejection samples from): a token
         rule's pi at a token reads the deferral of every token q can propose through eta and Z (q's support: a
         head's sub-vocabulary), a position rule's pi is p or q itself: the same numbers as through pi over the whole
-        vocabulary, at less cost (docs/benchmarks.md, "Measured choices")."""
+        vocabulary, at less cost (docs/design.md, "Measured choices")."""
         deferred = alpha < self.a_star_at(d, x)
         if self.pi is pi_per_token:  # eta and Z read the deferrals where q is non-zero; pi itself only its columns
             eta, z = token_mass(d.on_q.q, self.defers(d.on_q, alpha), d.p.sum(-1, keepdim=True))

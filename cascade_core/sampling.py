@@ -41,7 +41,7 @@ CHUNK = 32
 def _chunk(seed, k):
     """Positions k * CHUNK .. (k + 1) * CHUNK - 1's uniforms, drawn together and kept: one position's generator
     drawn alone between two model calls runs cold after a forward, 32 in a row cost a tenth each, and a block after a
-    rejection draws again the positions it drafted past it (docs/benchmarks.md, "Measured choices")."""
+    rejection draws again the positions it drafted past it (docs/design.md, "Measured choices")."""
     return torch.tensor(np.array([np.random.default_rng([seed, pos]).random(3) for pos in range(k * CHUNK,
                                                                                                (k + 1) * CHUNK)]))
 
