@@ -130,9 +130,10 @@ class ExploreHandlers:
         """Tokens as blocks come, at most one view per ``view_interval`` (None in its place for the blocks between,
         so that Stop is still heard after every block); the plots are cleared when a run starts and drawn when it
         ends. Redrawing them while tokens stream cost the page a third of its speed on a 2-core machine (plotly
-        redraws in the browser compete with generation; docs/lab/2026-11-30-explorer-page.md). A finished run, a baseline's too, is
-        priced with the pair's measured calls and the engine's own work per block (batch.run_prices: measured on the
-        engine thread the first time), unless the pair is compiled (run_prices returns None there)."""
+        redraws in the browser compete with generation; docs/lab/2026-11-30-explorer-page.md). A finished run, a
+        baseline's too, is priced with the pair's measured calls and the engine's own work per block
+        (batch.run_prices: measured on the engine thread the first time), unless the pair is compiled (run_prices
+        returns None there)."""
         shown = None
         for i, trace in enumerate(ENGINE.iterate(trace_iter, s.max_new_tokens)):
             if not trace.finished and shown is not None and (time.perf_counter() - shown <
