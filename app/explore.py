@@ -14,7 +14,7 @@ from cascade_core.settings import AUTO_GAMMAS, whole_number
 
 from .explore_panels import cleared, differences, inspector_view, retargeted, settings_note
 from .explore_views import (Recoloured, Run, acceptance_view, answer_view, figures_view, recolour_status,
-                            slider_c, stats_view, status_only, view_of, view_interval)
+                            slider_c, slider_maximum, stats_view, status_only, view_of, view_interval)
 from .block_steps import closed, opened, replay_progress, replaying
 from .controls import run_defaults
 from .gpu import gpu
@@ -55,7 +55,7 @@ class ExploreHandlers:
 
     def default_cost_ratio(self):
         """Where c's slider starts: the default draft's c as measured on this machine (prices.measured_c) once its
-        pair is loaded and priced, else DEFAULT_COST_RATIO; on the slider's scale (0.01 to 1, in steps of 0.01).
+        pair is loaded and priced, else DEFAULT_COST_RATIO; on the slider's scale (from 0.01, in steps of 0.01).
         Kept as ``start_c``: a c there is not one the user set, and shows no hypothetical figure."""
         spec = with_draft(self.default_pair_spec, self.default_draft)
         pair = self.pairs.peek(spec)
@@ -80,12 +80,13 @@ class ExploreHandlers:
     def follow_c(self, run, cost_ratio):
         """After a run: c's slider at the run's own draft's measured c, with the speed-up redrawn there, where the
         slider holds no c the user set (``unset_cs``), so that choosing another draft moves it to that draft's c once
-        it is measured; left as it is where the user set c, or before the run's prices are known."""
+        it is measured; left as it is where the user set c, or before the run's prices are known. The slider's right
+        end moves to a c above 1 (``slider_maximum``): clamped at 1, it stood at another c than the sentence's."""
         c = None if run is None or run.prices is None else slider_c(run.prices.c)
         unset = set() if c is None else self.unset_cs(run)
         if c is None or slider_c(cost_ratio) == c or slider_c(cost_ratio) not in unset:
             return gr.skip(), gr.skip()
-        return c, stats_view(run, c, unset)[1]
+        return gr.update(value=c, maximum=slider_maximum(c)), stats_view(run, c, unset)[1]
 
     def __reduce__(self):
         # ZeroGPU's @spaces.GPU runs a call in a forked worker and pickles its arguments, self included: a

@@ -14,7 +14,7 @@ from .block_steps import build_block_steps, outputs as block_outputs, wire_block
 from .controls import APP_MAX_NEW_TOKENS, alpha_slider, cost_presets, rule_changed, rule_info
 from .explore import (DEFAULT_ALPHA, DEFAULT_GAMMA, DEFAULT_MAX_NEW_TOKENS, DEFAULT_RULE,
                       DEFAULT_SEED, DEFAULT_TEMPERATURE, ExploreHandlers)
-from .explore_views import Recoloured, View
+from .explore_views import Recoloured, View, slider_maximum
 from .links import Linked, flag
 from .options import ASSETS, GENERATING, INSTANT, example_prompts, how_to_read
 from .pairs import CHOICES, DRAFT_CHOICES, pair_default_draft
@@ -207,7 +207,8 @@ def settings_controls(handlers, pair_spec, public, prompt, o):
         c["seed"] = gr.Number(DEFAULT_SEED, precision=0, label="seed", elem_id="seed")
         c["reproducible"] = gr.Checkbox(False, elem_id="reproducible",
                                         label=f"Reproducible: {REPRODUCIBLE_MEANING} (slower on a busy server)")
-        o["cost_ratio"] = gr.Slider(0.01, 1.0, value=handlers.default_cost_ratio(), step=0.01, elem_id="cost-ratio",
+        start_c = handlers.default_cost_ratio()
+        o["cost_ratio"] = gr.Slider(0.01, slider_maximum(start_c), value=start_c, step=0.01, elem_id="cost-ratio",
                                     label="draft/target cost ratio c (one draft call / one target call): the run's "
                                           "draft's measured c, following the draft you choose; move it for a "
                                           "hypothetical draft's estimate")

@@ -3,14 +3,29 @@ own draft's measured c, following the draft the reader chooses, until the reader
 Leviathan's hypothetical estimate appears only at a c the reader set."""
 import re
 
+import pytest
+
 from browser import set_number
 from test_browser import open_page
 from test_browser_explore import choose, done_and_settled
 
+PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError
+
 SLIDER = "#cost-ratio input[type=number]"
-# the slider at the c the speed-up sentence says the run's draft measured (follow_c runs after the run's last view)
-FOLLOWED = ("() => (document.querySelector('#speedup')?.innerText.match(/this draft's measured c = (\\d\\.\\d\\d)/) "
-            f"|| [])[1] === document.querySelector('{SLIDER}').value")
+# the slider at the c the speed-up sentence says the run's draft measured (follow_c runs after the run's last view),
+# compared as numbers: the sentence writes 0.60 and 1.14, the slider's box 0.6 and 1.14
+FOLLOWED = ("() => Number((document.querySelector('#speedup')?.innerText"
+            ".match(/this draft's measured c = (\\d\\.\\d\\d)/) || [])[1])"
+            f" === Number(document.querySelector('{SLIDER}').value)")
+
+
+def wait_followed(page):
+    """Wait for the slider at the run's own draft's measured c; a timeout says what the page shows instead."""
+    try:
+        page.wait_for_function(FOLLOWED)
+    except PlaywrightTimeout as error:
+        raise AssertionError(f"the slider at {page.input_value(SLIDER)!r} and {page.inner_text('#speedup')!r}, "
+                             f"status {page.inner_text('#status')!r}") from error
 
 
 def measured_c(page):
@@ -23,14 +38,14 @@ def test_cs_slider_follows_the_chosen_draft_until_the_reader_sets_c(tiny_app_url
         page.click("#advanced")
         page.click("#run")
         done_and_settled(page)
-        page.wait_for_function(FOLLOWED)
+        wait_followed(page)
         model_c = measured_c(page)
         assert "set by you" not in page.inner_text("#speedup")
         choose(page, "draft", "EAGLE-3 head")  # a let-go control: the run is made again with the head
         page.wait_for_function("() => document.querySelector('#stats')?.innerText.includes('EAGLE-3 head')",
                                timeout=90000)
         done_and_settled(page)
-        page.wait_for_function(FOLLOWED)  # the slider followed the draft
+        wait_followed(page)  # the slider followed the draft
         head_c = measured_c(page)
         assert head_c != model_c
         assert "set by you" not in page.inner_text("#speedup")  # no hypothetical figure at the model's c either

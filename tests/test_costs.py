@@ -119,7 +119,7 @@ def test_cs_slider_starts_at_the_default_drafts_measured_c():
     run_prices(pair, 4)
     c = measured_c(pair)
     assert c == pytest.approx(pair.prices[("draft", 1)] / pair.prices[("target", 1)])
-    assert handlers.default_cost_ratio() == min(max(round(c, 2), 0.01), 1.0)
+    assert handlers.default_cost_ratio() == max(round(c, 2), 0.01)  # above 1 too: the slider reaches it
 
 
 def test_cs_slider_follows_the_chosen_drafts_measured_c_until_the_user_sets_c():
@@ -140,13 +140,33 @@ def test_cs_slider_follows_the_chosen_drafts_measured_c_until_the_user_sets_c():
         cs[draft] = round(measured_c(handlers.pairs.peek(view.run.pair_spec)), 2)
         assert "set by you" not in view.speedup  # at where the slider was put, no hypothetical figure
         slider, speedup = handlers.follow_c(view.run, settings["cost_ratio"])
-        assert slider == max(cs[draft], 0.01) and "set by you" not in speedup
-        settings["cost_ratio"] = slider
+        assert slider["value"] == max(cs[draft], 0.01) and "set by you" not in speedup
+        assert slider["maximum"] == max(slider["value"], 1.0)  # the slider reaches a draft costlier than its target
+        settings["cost_ratio"] = slider["value"]
     assert cs["model"] != cs["head"]  # the slider moved from one draft's c to the other's
     view = run_to_end(handlers, **dict(settings, draft="model", cost_ratio=0.5))
     assert handlers.follow_c(view.run, 0.5) == (gr.skip(), gr.skip())  # the user's c stays
     assert "At c = 0.50, set by you" in view.speedup
     assert handlers.follow_c(None, start) == (gr.skip(), gr.skip())  # no run, no measured c: where it is
+
+
+def test_cs_slider_reaches_a_draft_costlier_than_its_target(tiny64):
+    """A draft call can cost more than a target call (the tiny pair's draft measured 1.14 and 1.57 on a 2-core
+    CPU): the slider's right end moves to that c, so that it stands where the speed-up sentence says, not at 1 beside
+    a c of 1.14; the next draft's c below 1 brings the right end back to 1."""
+    from app.explore import ExploreHandlers
+    from app.explore_views import Run
+    from app.pairs import PairCache
+    from cascade_core.prices import Prices
+    trace = generate(tiny64, "Once", rule="v3", alpha=0.5, gamma=4, seed=2, max_new_tokens=20)
+    handlers = ExploreHandlers(PairCache(), "tiny")
+    cost_ratio = handlers.start_c
+    for c, right_end in ((1.14, 1.14), (0.6, 1.0)):
+        prices = Prices(target=0.002, draft=0.002 * c, verify=0.003, block=5)
+        slider, speedup = handlers.follow_c(Run(trace, "tiny", prices), cost_ratio)
+        assert (slider["value"], slider["maximum"]) == (c, right_end)
+        assert f"measured c = {c:.2f}" in speedup and "set by you" not in speedup
+        handlers.start_c = cost_ratio = slider["value"]  # the slider put there, as unset_cs finds the loaded pairs' c
 
 
 def test_the_engines_clock_leaves_out_a_readers_time(tiny64):
