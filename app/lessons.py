@@ -1,4 +1,4 @@
-"""The eight lessons of the Learn tab, as data: what each teaches, the question it asks before its run, the answers a
+"""The lessons of the Learn tab, as data: what each teaches, the question it asks before its run, the answers a
 learner can commit to (each wrong one with the misconception it reflects), what it runs and how its run is read
 (app/lesson_looks.py). The tab itself: app/learn.py."""
 from dataclasses import dataclass
@@ -11,6 +11,7 @@ from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandb
                            held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,
                            look_for_speculative, look_for_timed, look_for_tv, look_for_why, start_table, timed_doubt,
                            why_doubt)
+from .engine_lesson import held_engines, look_for_engines
 from .options import example_prompts
 
 
@@ -287,4 +288,31 @@ LESSONS = (
                Answer("No: neither finishes first.",
                       "A block costs one target call for up to gamma + 1 tokens: with a draft cheap beside its target "
                       "and proposals kept often, the calls saved outweigh the draft's."))),
+    Lesson("The rules your engine ships", "Engines' rules",
+           "Serving engines ship lossy acceptance of their own, and none of it verifies against a pi with "
+           "min(1, pi / q) (Algorithm 4). Each keeps the draft's token x with a probability a(x) read off the target "
+           "alone and, on a rejection, emits a replacement: **SGLang** (speculative_accept_threshold_single / _acc = "
+           "t) keeps x if p(x) >= t, else with p(x) / t, and replaces it from p without x; **TensorRT-LLM's relaxed "
+           "acceptance** keeps x if it is among the target's top 10 with p(x) >= max p - delta, else emits the "
+           "target's argmax; **Medusa's typical acceptance** keeps x if p(x) > min(epsilon, 0.3 exp(-H(p))), else "
+           "the argmax. Here each is a rule of the same exact engine (alpha = 1 - t, delta, 1 - epsilon: larger "
+           "keeps more). On the paper's map, relaxed keeps v2's accepted set (Eq. 14 with alpha = delta) within the "
+           "top 10, but where v2 moves the rest of q's mass onto eta p and verifies it (Eq. 11), relaxed rejects "
+           "every other proposal; typical thresholds p(v) as v2 and v3 do (Eq. 14, 15), at a floor set by p's "
+           "entropy. The output of neither is a paper rule's pi. The Sandbox shows each one's keep probability a(v) "
+           "and output at the eight tokens:\n\n" + start_table(),
+           "SGLang at its default threshold (t = 1, alpha 0 here) emits exactly the target's distribution, as "
+           "lossless speculative decoding does. At these q and p, which rejects the draft's token more often?",
+           "sandbox", (("relaxed", 0.3), ("typical", 0.9), ("sglang", 0.0)), look=look_for_engines,
+           opens=(("tab", "sandbox"), ("rule", "sglang"), ("alpha", 0.0)), held=held_engines, rule_property=True,
+           answers=(
+               Answer("SGLang."),
+               Answer("Lossless.",
+                      "SGLang's test never reads q: it keeps x with p(x), and p(x) <= min(1, p(x) / q(x)), lossless's "
+                      "keep probability, for every x, so it never rejects less than lossless's TV(p, q) (Lemma 3 "
+                      "with r = 1)."),
+               Answer("Equally often: the same output costs the same.",
+                      "The same output distribution can cost more: lossless's min(1, p / q) rejects with TV(p, q); "
+                      "SGLang's p(x) with 1 - sum_x q(x) p(x), which is never smaller, since min(q(v), p(v)) >= "
+                      "q(v) p(v) (equal, for one, where the draft is sure of one token; here it is larger)."))),
 )

@@ -130,7 +130,8 @@ class SandboxHandlers:
     def api_sandbox(self, q: list, p: list, rule: str = DEFAULTS["rule"], alpha: float = DEFAULTS["alpha"]) -> str:
         """One decision's numbers for q and p (lists of equal length, normalised here): pi, accept_prob, residual
         (zeros where no rejection can happen), a_star, defers (per token), tv, rejection_prob, and output (the
-        probability that the verified token is each token)."""
+        probability that the verified token is each token). An engine's keep-set rule (sglang, relaxed, typical) has
+        no pi and no residual (null): accept_prob is its keep probability a(v)."""
         numbers = dissect(rule, q, p, alpha)
         result_next()  # sent once, as the call's "complete" (app/api_once.py)
         yield dumps({key: numbers[key] for key in ("pi", "accept_prob", "residual", "a_star", "defers", "tv",

@@ -23,8 +23,9 @@ from .worker import ENGINE
 # The runs the strategies make at most: the target alone, the draft's answer and the target's, speculative
 # decoding, the speculative cascade and the sequential cascade.
 RUNS = 6
-# the rules a cascade can defer by: every position and token rule, and lossy's lenience
-CASCADE_RULES = tuple(name for name, rule in RULES.items() if rule.kind in ("position", "token") or rule.lenience)
+# the rules a cascade can defer by: every position and token rule, the engines' keep sets and lossy's lenience
+CASCADE_RULES = tuple(name for name, rule in RULES.items()
+                      if rule.kind in ("position", "token", "keep-set") or rule.lenience)
 
 
 def progress_text(strategy, trace):

@@ -3,7 +3,8 @@ numbers (its distributions and its position-keyed uniforms), so a row decides th
 import torch
 
 from .distributions import Distributions
-from .rules import RULES, column, residual
+from .distributions import column
+from .rules import RULES
 from .sampling import ACCEPT, DRAFT, RESIDUAL, sample_inverse_cdf, untempered_and_tempered, verify
 from .trace import TOP_K, Block
 
@@ -102,9 +103,12 @@ def block_in_full(row, proposal, p_logits, uniforms):
     settings, x = row.settings, proposal.tokens
     d, verdict = verified(row, proposal, p_logits, uniforms)
     xs = torch.tensor(x, device=d.q.device)
-    pi_x, pi_row, deferred = RULES[settings.rule].at_proposals(d, settings.alpha, xs)
+    rule = RULES[settings.rule]
+    _, rejection_row, deferred = rule.verification(d, settings.alpha, xs)
+    # a keep-set rule has no pi: its keep probability is read off p alone (cascade_core/keep_sets.py)
+    pi = [None] * len(x) if rule.pi is None else rule.at_proposals(d, settings.alpha, xs)[0].tolist()
     at = lambda t: column(t, xs).squeeze(-1).tolist()  # noqa: E731
-    columns = dict(q=at(d.q), p=at(d.p), pi=pi_x.tolist(), keep_probability=verdict.accept_prob.tolist(),
+    columns = dict(q=at(d.q), p=at(d.p), pi=pi, keep_probability=verdict.accept_prob.tolist(),
                    uniform=uniforms[:, ACCEPT].tolist(), draft_uniform=uniforms[:, DRAFT].tolist(),
                    deferred=deferred.tolist())
     texts = row.trace.detokenizer.singles(x)
@@ -118,7 +122,7 @@ def block_in_full(row, proposal, p_logits, uniforms):
                                   for j in range(checked, len(x))])
     if verdict.correction is not None:
         j = verdict.kept
-        excess = residual(pi_row(j), d.q[j: j + 1])[0]
+        excess = rejection_row(j)[0]
         excess = excess / excess.sum()
         top_p, top_ids = excess.topk(min(TOP_K, excess.shape[-1]))
         names = row.trace.detokenizer.singles(top_ids.tolist() + [verdict.correction])

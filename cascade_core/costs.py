@@ -39,6 +39,9 @@ def rejection_terms(rule, q, p, alpha):
       min(1, eta p(v) / q(v)) <= min(1, p(v) / q(v)), so a token rule can reject more often than lossless, and
       need not reject less as alpha grows.
 
+    - A keep-set rule (cascade_core/keep_sets.py) has no pi: (eta, 0, sum_v q(v) (1 - a(v))), eta the draft's mass
+      on the tokens it does not keep outright.
+
     Lossy's keep test is lenient, min(1, p(x) / ((1 - alpha) q(x))), not min(1, pi(x) / q(x)): a ValueError."""
     record = get_rule(rule)
     if record.lenience:
@@ -48,6 +51,8 @@ def rejection_terms(rule, q, p, alpha):
     q, p = (torch.as_tensor(v, dtype=torch.float64) for v in (q, p))
     d = Distributions(q, p)
     defer = record.defers(d, alpha)
+    if record.keep is not None:  # a keep-set rule rejects x with 1 - a(x); a token kept outright never
+        return Rejection(float((q * defer).sum()), 0.0, float((q * (1 - record.keep(d, alpha))).sum()))
     excess = (record.pi(d, defer, alpha) - q).clamp_min(0)
     if record.mix:  # pi = (1 - r) q + r p with r = alpha at every token: Lemma 3's r TV, all of it deferred mass
         return Rejection(float(alpha), 0.0, float(excess.sum()))

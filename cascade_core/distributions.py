@@ -34,6 +34,12 @@ def log_of(d):
     return d.clamp_min(1e-30).log_()
 
 
+def column(t, x):
+    """t over the whole vocabulary ``[..., V]``, or (draft tokens x given) at x only, ``[..., 1]``: a token rule's
+    a* at the proposals is the same formula on one column (elementwise, so the same numbers)."""
+    return t if x is None else t.gather(-1, x.unsqueeze(-1))
+
+
 @dataclass(frozen=True)
 class Distributions:
     """Both models' next-token distributions at some positions, each ``[..., V]`` (None: not computed).

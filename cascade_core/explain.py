@@ -7,6 +7,7 @@ import math
 import torch
 
 from .distributions import Distributions, total_variation
+from .keep_sets import keep_set_output
 from .rules import RULES, acceptance_probability, get_rule, residual
 from .sampling import verified_output
 from .values import is_finite_number, shown
@@ -52,6 +53,8 @@ def dissect(rule, q, p, alpha, rest=None):
     if len(q) != len(p):
         raise ValueError(f"q and p must have the same length, got {len(q)} and {len(p)}")
     d, tokens = Distributions(q, p), len(q) - (rest is not None)
+    if record.keep is not None:
+        return _keep_set(record, d, alpha, rest)
     if record.per_token:  # the listed tokens' own a*, the rest left out of every max
         a_star = record.a_star(Distributions(q[:tokens], p[:tokens]))
     else:  # one a* for the position: the engine's where the rest hides part of the vocabulary
@@ -78,6 +81,19 @@ def dissect(rule, q, p, alpha, rest=None):
                 tv=float(total_variation(q, p)) if rest is None else float(rest["tv"]),
                 output=verified_output(q, accept, residual(pi, q)).tolist(),
                 rest_split=rest is not None and rest_defers is None and record.kind == "token")
+
+
+def _keep_set(record, d, alpha, rest):
+    """``dissect`` for a keep-set rule (cascade_core/keep_sets.py): no pi and no residual; ``accept_prob`` is a(v),
+    ``base`` what a rejection samples from before the rejected token is taken out, ``output`` the emitted
+    distribution. A trace position's rest counts as one token here (its a*, top-10 and entropy included)."""
+    keep, base = record.keep(d, alpha), record.base(d)
+    a_star = record.a_star(d)
+    return dict(q=d.q.tolist(), p=d.p.tolist(), pi=None, accept_prob=keep.tolist(), residual=None,
+                base=(base / base.sum()).tolist(), rejection_prob=max(0.0, 1 - float((d.q * keep).sum())),
+                a_star=[None if math.isnan(a) else a for a in a_star.tolist()], defers=(alpha < a_star).tolist(),
+                tv=float(total_variation(d.q, d.p)) if rest is None else float(rest["tv"]),
+                output=keep_set_output(d.q, keep, base).tolist(), rest_split=False)
 
 
 def _rest_defers(record, q, p, rest, alpha, position_defers):

@@ -16,7 +16,9 @@ from typing import Callable
 
 import torch
 
-from .distributions import Distributions
+from .distributions import Distributions, column
+from .keep_sets import (RELAXED_READING, SGLANG_READING, TYPICAL_READING, kept_outright, relaxed_a_star,
+                        replacement, sglang_a_star, sglang_keep, target_argmax, target_itself, typical_a_star)
 from .values import is_finite_number, shown
 
 
@@ -34,12 +36,6 @@ def residual(pi, q):
     excess = (pi - q).clamp_min(0)
     kept = excess.sum(-1, keepdim=True) > 0
     return excess if bool(kept.all()) else torch.where(kept, excess, pi)  # where over [n, V]: see token_mass
-
-
-def column(t, x):
-    """t over the whole vocabulary ``[..., V]``, or (draft tokens x given) at x only, ``[..., 1]``: a token rule's
-    a* at the proposals is the same formula on one column (elementwise, so the same numbers)."""
-    return t if x is None else t.gather(-1, x.unsqueeze(-1))
 
 
 def _per_position(d):
@@ -195,7 +191,7 @@ class Rule:
     alpha_meaning: str
     source: str  # the paper's equation, or the method it comes from
     a_star: Callable  # Distributions -> a*, per position or (per_token) per vocabulary token
-    pi: Callable  # (Distributions, defer, alpha) -> the distribution the draft token is verified against
+    pi: Callable | None  # (Distributions, defer, alpha) -> the distribution the draft token is verified against
     statistic: tuple | None = None  # (label, position -> value)
     threshold: tuple | None = None  # (formula, (position, alpha) -> value)
     per_token: bool = False
@@ -206,6 +202,10 @@ class Rule:
     defers_above: bool = False  # it defers where its statistic is above the threshold (a divergence), not below
     mix: bool = False  # pi = alpha p + (1 - alpha) q everywhere: alpha is Lemma 3's r itself, not a threshold
     note: str = ""  # how it differs from the method it comes from, or which reading of its source it takes
+    # A keep-set rule (an engine's, cascade_core/py) has no pi: (Distributions, alpha) -> a(v), the
+    # probability of keeping each token, and Distributions -> the base a rejection samples from, the rejected token out
+    keep: Callable | None = None
+    base: Callable | None = None
 
     @property
     def target_alone_is_exact(self):
@@ -245,6 +245,18 @@ class Rule:
             return at, lambda j: (d.p if deferred[j] else d.q)[j : j + 1], deferred
         pi = self.pi(d, None, alpha)  # p or q itself, or the ensemble's mixture of both
         return column(pi, x).squeeze(-1), lambda j: pi[j : j + 1], deferred
+
+    def verification(self, d, alpha, x):
+        """(the probability of keeping each draft token x_j, what a rejection at j samples from as a function of j,
+        unnormalised ``[1, V]``, whether each position deferred): speculative sampling against pi (min(1, pi / q),
+        lossy's lenient form; the residual max(0, pi - q)), or a keep-set rule's a(x) and its base without x."""
+        if self.keep is not None:
+            accept = column(self.keep(d, alpha), x).squeeze(-1)
+            return accept, lambda j: replacement(self.base(d.rows(j, j + 1)), x[j : j + 1]), \
+                alpha < self.a_star_at(d, x)
+        pi_x, pi_row, deferred = self.at_proposals(d, alpha, x)
+        accept = acceptance_probability(column(d.q, x).squeeze(-1), pi_x, alpha if self.lenience else 0.0)
+        return accept, lambda j: residual(pi_row(j), d.q[j : j + 1]), deferred
 
     def check_alpha(self, alpha):
         if not is_finite_number(alpha):
@@ -298,6 +310,29 @@ RULES = {rule.name: rule for rule in (
          "larger is nearer the target and rejects more (w TV, Lemma 3 with r = w)", "transformers' "
          "assistant_ensemble_weight (DIVERSED, arXiv 2604.07622; PR #45979)", always, pi_ensemble,
          mix=True, note=ENSEMBLE_READING),
+    Rule("sglang", "keep-set", "SGLang's thresholds: keep the draft's token where the target rates it high enough, "
+         "else with probability p(x) / t", "p(x) < 1 - alpha: kept with p(x) / (1 - alpha)", "1 - p(x)", (0.0, 1.0),
+         "1 - SGLang's threshold t (speculative_accept_threshold_single = _acc = t); 0 is its default",
+         "SGLang's speculative_accept_threshold_single / _acc (sgl-kernel tree_speculative_sampling_target_only, "
+         "120affb9)", sglang_a_star, None, ("1 - p(x)", lambda pos: pos["a_star"]["sglang"]),
+         ("alpha", lambda pos, a: a), per_token=True, defers_above=True, keep=sglang_keep,
+         base=target_itself, note=SGLANG_READING),
+    Rule("relaxed", "keep-set", "TensorRT-LLM's relaxed acceptance: keep the draft's token if it is among the "
+         "target's top 10 within delta of its best, else the target's argmax", "x outside the top 10 or p(x) < max p "
+         "- alpha", "max p - p(x); inf outside the top 10", (0.0, 1.0), "delta (relaxed_delta): how far below the "
+         "target's best a top-10 token may be", "TensorRT-LLM's use_relaxed_acceptance_for_thinking "
+         "(mtpRelaxedAcceptanceKernel, 3585984b)", relaxed_a_star, None,
+         ("max p - p(x)", lambda pos: pos["a_star"]["relaxed"]), ("alpha", lambda pos, a: a), per_token=True,
+         defers_above=True, keep=kept_outright(relaxed_a_star), base=target_argmax,
+         note=RELAXED_READING),
+    Rule("typical", "keep-set", "Medusa's typical acceptance: keep the draft's token if the target gives it more "
+         "than min(epsilon, 0.3 exp(-H(p))), else the target's argmax", "p(x) <= min(1 - alpha, 0.3 exp(-H(p)))",
+         "1 - p(x) where p(x) <= 0.3 exp(-H); else -inf", (0.0, 1.0), "1 - Medusa's posterior_threshold epsilon "
+         "(its 0.09 is alpha 0.91)", "Medusa's typical acceptance (evaluate_posterior, 10a2697c)",
+         typical_a_star, None, ("1 - p(x) if p(x) <= 0.3 exp(-H)", lambda pos: pos["a_star"]["typical"]),
+         ("alpha", lambda pos, a: a), per_token=True, defers_above=True,
+         keep=kept_outright(typical_a_star), base=target_argmax,
+         note=TYPICAL_READING),
     Rule("bild", "position", "BiLD*: defer when the target finds the draft surprising", "-sum_v q(v) log p(v) > alpha",
          "that cross-entropy", (0.0, 10.0), "how surprised the target may be", "BiLD* (Kim et al., 2023), the "
          "paper's baseline", bild_a_star, pi_per_position, ("D(q, p)", lambda pos: pos["a_star"]["bild"]),

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .distributions import Distributions
+from .keep_sets import keep_set_output
 from .rules import RULES, acceptance_probability, get_rule, residual
 
 DRAFT, ACCEPT, RESIDUAL = 0, 1, 2
@@ -96,28 +97,17 @@ def untempered_and_tempered(logits, temperature, model=None):
     return untempered, tempered
 
 
-def _at(t, x):
-    return t.gather(-1, x.unsqueeze(-1)).squeeze(-1)
-
-
-def _lenience(rule, alpha):
-    return alpha if rule.lenience else 0.0
-
-
-def acceptance_and_residual(name, d, alpha):
-    """Over the whole vocabulary of every position of d: the probability of keeping each token were the draft
-    to propose it, the residual a rejection samples from (both ``[..., V]``), and the rule's pi."""
-    rule = RULES[name]
-    pi = rule.target(d, alpha)
-    return acceptance_probability(d.q, pi, _lenience(rule, alpha)), residual(pi, d.q), pi
-
-
 def output_distribution(name, d, alpha):
     """The exact distribution of the verified token, enumerated over the draft's proposals: v is proposed with
-    probability q(v) and kept with accept(v); a rejection samples norm(residual). For every rule verified by
-    min(1, pi / q) this is pi itself (the guarantee the tests check); for lossy it is lossy decoding's output."""
-    accept, excess, _ = acceptance_and_residual(name, d, alpha)
-    return verified_output(d.q, accept, excess)
+    probability q(v) and kept with its acceptance; a rejection samples norm(residual). For every rule verified by
+    min(1, pi / q) this is pi itself (the guarantee the tests check); for lossy it is lossy decoding's output, for
+    a keep-set rule its own (cascade_core/keep_sets.py)."""
+    rule = RULES[name]
+    if rule.keep is not None:
+        return keep_set_output(d.q, rule.keep(d, alpha), rule.base(d))
+    pi = rule.target(d, alpha)
+    accept = acceptance_probability(d.q, pi, alpha if rule.lenience else 0.0)
+    return verified_output(d.q, accept, residual(pi, d.q))
 
 
 def verified_output(q, accept, excess):
@@ -128,9 +118,10 @@ def verified_output(q, accept, excess):
 
 def emitted_distribution(name, d, alpha):
     """The distribution the emitted token follows at every position of d, over the whole vocabulary: the rule's pi
-    (the exactness of the verification, Algorithm 4), or for lossy, whose acceptance is not of the min(1, pi / q)
-    form, its exact output distribution."""
-    return output_distribution(name, d, alpha) if RULES[name].lenience else RULES[name].target(d, alpha)
+    (the exactness of the verification, Algorithm 4), or for lossy and the keep-set rules, whose acceptance is not
+    of the min(1, pi / q) form, their exact output distribution."""
+    rule = RULES[name]
+    return output_distribution(name, d, alpha) if rule.lenience or rule.keep else rule.target(d, alpha)
 
 
 def target_distribution(name, q, p, alpha):
@@ -161,16 +152,14 @@ class Verdict:
 
 
 def verify(name, d, x, alpha, uniforms):
-    """Verify draft tokens x ([n]) position by position against the rule's pi: keep x_j with probability
-    min(1, pi_j(x_j) / q_j(x_j)) (lossy: its lenient form) until the first rejection, whose residual is
-    sampled; the block ends there."""
-    rule = RULES[name]
-    pi_x, pi_row, deferred = rule.at_proposals(d, alpha, x)
-    accept = acceptance_probability(_at(d.q, x), pi_x, _lenience(rule, alpha))
+    """Verify draft tokens x ([n]) position by position: keep x_j with the rule's probability (min(1, pi_j(x_j) /
+    q_j(x_j)); lossy's lenient form; a keep-set rule's a(x_j)) until the first rejection, whose replacement (the
+    residual, or the keep-set rule's base without x_j) is sampled; the block ends there."""
+    accept, rejection_row, deferred = RULES[name].verification(d, alpha, x)
     kept = uniforms[:, ACCEPT].to(accept.device) < accept.double()
     rejected = (~kept).nonzero()
     if len(rejected) == 0:
         return Verdict(len(x), None, accept, deferred)
     j = int(rejected[0])
-    correction, margin = sample_inverse_cdf(residual(pi_row(j), d.q[j : j + 1]), uniforms[j : j + 1, RESIDUAL])
+    correction, margin = sample_inverse_cdf(rejection_row(j), uniforms[j : j + 1, RESIDUAL])
     return Verdict(j, int(correction[0]), accept, deferred, margin[0])

@@ -62,10 +62,30 @@ def literal_pi(rule, qs, ps, q, p, alpha, greedy):
     return pi / pi.sum()
 
 
+def literal_keep(rule, x, ps, p, alpha):
+    """The engines' keep tests as their code writes them (docs/lab/2026-12-07-engine-acceptance-rules.md): the
+    probability of keeping x, and what a rejection samples from (SGLang: p without x; the others: the target's
+    argmax). ps: the target's untempered statistics; p: its sampling distribution."""
+    if rule == "sglang":  # threshold_single = threshold_acc = 1 - alpha
+        t = max(1 - alpha, 1e-9)
+        without_x = p.copy()
+        without_x[x] = 0
+        return (1.0 if p[x] >= t else min(1.0, p[x] / t)), without_x
+    argmax = np.zeros_like(p)
+    argmax[ps.argmax()] = 1.0
+    if rule == "relaxed":  # top relaxed_topk = 10 of the softmax, within delta = alpha of its top
+        return float(x in np.argsort(-ps)[:10] and ps[x] >= ps.max() - alpha), argmax
+    entropy = -(p * np.log(p + 1e-5)).sum()  # Medusa's typical acceptance, epsilon = 1 - alpha, its delta 0.3
+    return float(p[x] > min(1 - alpha, 0.3 * np.exp(-entropy))), argmax
+
+
 def verified_token(rule, x, q_pair, p_pair, alpha, greedy, u):
     """The token a position emits for the draft's proposal x: kept with probability min(1, pi(x) / q(x)) (lossy:
     its own test), else a residual sample. q_pair, p_pair: (untempered statistics, sampling distribution)."""
     (qs, q), (ps, p) = q_pair, p_pair
+    if rule in ("sglang", "relaxed", "typical"):
+        keep, replacement = literal_keep(rule, x, ps, p, alpha)
+        return x if u[1] < keep else inverse_cdf(replacement, u[2])
     if rule == "lossy":
         keep, pi = min(1.0, p[x] / ((1 - alpha) * max(q[x], 1e-10))), p
     else:

@@ -7,7 +7,8 @@ from cascade_core.cached import CachedModel
 from cascade_core.compiled import compile_pair
 from cascade_core.models import tiny_pair
 from cascade_core.distributions import Distributions
-from cascade_core.sampling import ACCEPT, DRAFT, RESIDUAL, acceptance_and_residual, position_uniforms, untempered_and_tempered
+from cascade_core.rules import RULES
+from cascade_core.sampling import ACCEPT, DRAFT, RESIDUAL, position_uniforms, sample_inverse_cdf, untempered_and_tempered
 
 
 def solo(pair, row, gamma):
@@ -214,8 +215,10 @@ def sampling_margins(pair, alone, i, row):
             untempered_and_tempered(model(torch.tensor([ids])).logits[0, -1:, :pair.vocab_size], row["temperature"])
             for model in (pair.draft, pair.target)]
     u = position_uniforms(row.get("seed", 0), [i])[0]
-    _, residual, _ = acceptance_and_residual(row["rule"], Distributions(q, p, q_untempered, p_untempered), row["alpha"])
-    return [edge_distance(q[0], u[DRAFT]), edge_distance(p[0], u[DRAFT]), edge_distance(residual[0], u[RESIDUAL])]
+    x, _ = sample_inverse_cdf(q, u[DRAFT : DRAFT + 1])
+    d = Distributions(q, p, q_untempered, p_untempered)
+    _, rejection_row, _ = RULES[row["rule"]].verification(d, row["alpha"], x)
+    return [edge_distance(q[0], u[DRAFT]), edge_distance(p[0], u[DRAFT]), edge_distance(rejection_row(0)[0], u[RESIDUAL])]
 
 
 def near_tie(pair, alone, batched, row):

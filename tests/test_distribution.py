@@ -8,7 +8,8 @@ from cascade_core.distributions import Distributions
 from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.3, "v1": 0.2, "v2": 0.2, "v3": 0.5, "lossless": 0.0, "lossy": 0.4,
-         "bild": 1.0, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6, "target": 0.0, "draft": 0.0}
+         "bild": 1.0, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6, "sglang": 0.3, "relaxed": 0.3, "typical": 0.8,
+         "target": 0.0, "draft": 0.0}  # random distributions' alphas: where each rule both defers and keeps
 N_SAMPLES = 6000
 
 
@@ -59,7 +60,7 @@ def test_emitted_token_follows_pi(rule, draws):
     assert chi_square_p_value(counts, pi, N_SAMPLES) > 1e-3
     # The test has power: the same samples are far from q whenever pi is (where q has holes: they fall in them).
     if (pi - q).abs().sum() > 0.2:
-        if (q == 0).any():
+        if float(pi[q == 0].sum()) > 0:
             assert counts[q == 0].sum() > 0.5 * N_SAMPLES * float(pi[q == 0].sum())
         else:
             assert chi_square_p_value(counts, q, N_SAMPLES) < 1e-6
@@ -105,5 +106,5 @@ def test_output_distribution_is_pi_by_enumeration(rule, draws):
     output = output_distribution(rule, d, ALPHA[rule])
     assert torch.allclose(output, target_distribution(rule, q, p, ALPHA[rule]), atol=1e-12)
     assert torch.allclose(output.sum(), torch.tensor(1.0, dtype=torch.float64))
-    if rule != "lossy":
+    if rule != "lossy" and RULES[rule].keep is None:  # a keep-set rule has no pi: tests/test_keep_sets.py
         assert torch.allclose(output, RULES[rule].target(d, ALPHA[rule]), atol=1e-12)

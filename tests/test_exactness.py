@@ -7,8 +7,7 @@ from reference import reference_generate
 from cascade_core.draft import SubVocabularyHead
 
 # Near the median a* of each rule on this pair, so that decisions (and v1-v3's r(v)) are mixed.
-ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0,
-         "lossy": 0.9, "bild": 3.7, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6, "target": 0.0, "draft": 0.0}
+from rule_alphas import ALPHA
 N = 40
 
 

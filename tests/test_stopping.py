@@ -7,8 +7,7 @@ from cascade_core import RULES, generate, generate_batch
 from cascade_core.models import tiny_pair
 from reference import reference_generate
 
-ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.1, "v1": 0.3, "v2": 0.25, "v3": 0.6, "lossless": 0.0,
-         "lossy": 0.9, "bild": 3.7, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6, "target": 0.0, "draft": 0.0}
+from rule_alphas import ALPHA
 PROMPT = [1, 2, 3]
 MIN, MAX = 12, 24
 

@@ -8,6 +8,7 @@ numbers alone (chow reads max q; a token rule each token's own q or p), so they 
 import numpy as np
 import plotly.graph_objects as go
 
+from cascade_core import RULES
 from cascade_core.explain import deferred
 
 from .format import number, plot_text
@@ -17,6 +18,17 @@ BOUNDARIES = {"diff": ("max p − max q = alpha", lambda tv, alpha: np.full_like
               "opt": ("max p − max q = alpha · TV", lambda tv, alpha: alpha * tv)}
 GROUPS = (("deferred", "defers", COLOURS["deferred"], "square"),
           ("not deferred", "does not defer", COLOURS["accepted"], "circle"))
+
+
+def verbs(rule):
+    """What the two colours mean for this rule: a deferral, a keep-set rule's token not kept outright (the target's
+    test decides it), or, for the ensemble, no decision at all (every position verifies against its mix)."""
+    record = RULES[rule]
+    if record.mix:
+        return "verifies against the mix", "—"
+    if record.keep is not None:
+        return "does not keep outright", "keeps outright"
+    return "defers", "does not defer"
 
 
 def map_points(positions, rule, alpha):
@@ -34,7 +46,7 @@ def decision_map_figure(positions, rule, alpha, also=None):
     """The map for (rule, alpha); ``also``: another (rule, alpha) whose boundary is drawn dashed for comparison."""
     points = map_points(positions, rule, alpha)
     fig = go.Figure()
-    for name, verb, colour, symbol in GROUPS:
+    for (name, _, colour, symbol), verb in zip(GROUPS, verbs(rule)):
         chosen = [p for p in points if p[2] == (name == "deferred")]
         if chosen:
             tv, gap, _, text = zip(*chosen)
@@ -51,6 +63,7 @@ def decision_map_figure(positions, rule, alpha, also=None):
         fig.add_trace(go.Scatter(x=tv, y=line(tv, shown[1]), mode="lines", line=dict(color="#000", dash=dash),
                                  name=f"{shown[0]}, alpha {shown[1]:.2f}: {label}", hoverinfo="skip"))
     title = ("defers above the line" if rule in BOUNDARIES else  # on a line of its own: one ran off a phone's width
+             f"no decision: every position's pi = {alpha:.2f} p + {1 - alpha:.2f} q" if RULES[rule].mix else
              f"no line: {rule} does not decide on these two alone")
     fig.update_layout(margin=dict(l=50, r=20, t=100, b=40), height=360, font=dict(size=12),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),

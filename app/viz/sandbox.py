@@ -14,6 +14,8 @@ REST = "the rest"  # of the vocabulary: app.sandbox's last token when a position
 
 BARS = (("q", "draft q", COLOURS["accepted"]), ("p", "target p", COLOURS["replaced"]),
         ("pi", "pi (verified against)", "#009E73"), ("output", "P(verified token)", "#555555"))
+# a keep-set rule has no pi: its bar is the probability of keeping each token (cascade_core/keep_sets.py)
+KEEP_BARS = BARS[:2] + (("accept_prob", "a(v): kept with", "#009E73"), BARS[3])
 
 SUBTITLE = dict(xref="paper", yref="paper", y=1.02, yanchor="bottom", xanchor="left", showarrow=False,
                 font=dict(size=13))
@@ -37,7 +39,7 @@ def sandbox_figure(labels, numbers, rule, alpha, axis_range):
     # escaped (plotly reads a subset of HTML in labels); a trailing space keeps numbers categorical
     names = np.array([f"{plot_label(label)} " for label in labels], dtype=object)
     fig = go.Figure()
-    for key, name, colour in BARS:
+    for key, name, colour in (BARS if numbers["pi"] is not None else KEEP_BARS):
         fig.add_trace(go.Bar(x=names, y=np.array(numbers[key]), name=name, marker_color=colour,
                              hovertemplate="%{x}: %{y:.3f}<extra>" + name + "</extra>"))
     lines = [(alpha, f"alpha = {alpha:.2f}", "2")]
@@ -65,7 +67,8 @@ def sandbox_figure(labels, numbers, rule, alpha, axis_range):
                      line=dict(color="#000", dash="dash")) for y, _, axis in lines],
         annotations=[*(dict(text=label, xref=f"x{axis} domain", x=1, xanchor="right", yref=f"y{axis}", y=y,
                             yanchor="bottom", showarrow=False) for y, label, axis in lines),
-                     dict(text="q, p, pi and the verified token's distribution", x=0, **SUBTITLE),
+                     dict(text=f"q, p, {'pi' if numbers['pi'] is not None else 'a(v)'} and the verified token's "
+                               "distribution", x=0, **SUBTITLE),
                      dict(text="a* per token, and alpha", x=0.68, **SUBTITLE)])
     return fig
 
@@ -92,7 +95,7 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
     if (rule, alpha) == (loaded["rule"], loaded["alpha"]) or not RULES[rule].alpha_used and rule == loaded["rule"]:
         kept = numbers["accept_prob"][0]
         parts.append(f"The engine kept the proposal with probability {number(loaded['accept_prob'])}; here "
-                     f"min(1, pi/q) = {number(kept)}.")
+                     f"{'a(x)' if RULES[rule].keep is not None else 'min(1, pi/q)'} = {number(kept)}.")
     if loaded["temperature"] != 1:
         parts.append(f"The run sampled at T = {loaded['temperature']:g} and the Sandbox computes at T = 1. Which "
                      "tokens defer is still the run's for every rule but lossy: the position rules' a* here are the "
@@ -110,7 +113,11 @@ def cost_html(rule, cost):
     ours, lossless = cost
     than = "above" if ours.total > lossless.total else "below" if ours.total < lossless.total else "equal to"
     beside = f"{than} lossless's TV(p, q) = {lossless.total:.4f}"
-    if RULES[rule].mix:
+    if RULES[rule].keep is not None:
+        text = (f"{rule} has no pi, so Lemma 3 does not apply: it rejects the draft's token with probability "
+                f"Σ_v q(v) (1 − a(v)) = {ours.total:.4f}, {beside}; the draft's mass outside the tokens it keeps "
+                f"outright is {ours.eta:.3f}.")
+    elif RULES[rule].mix:
         text = (f"Lemma 3 with a fractional r = alpha: pi = alpha p + (1 − alpha) q rejects the draft's token with "
                 f"probability alpha TV(p, q) = {ours.eta:g} × {lossless.total:.4f} = {ours.total:.4f}, {beside}.")
     elif not RULES[rule].per_token:
@@ -125,10 +132,33 @@ def cost_html(rule, cost):
     return f'<p class="cost" id="sandbox-cost">{html.escape(text)}</p>'
 
 
+def keep_set_html(labels, numbers, rule, alpha):
+    """A keep-set rule's decision: which tokens it keeps outright, what a rejection samples from, how far its output
+    lies from p (no pi to verify against: cascade_core/keep_sets.py), and the table without pi and residual."""
+    kept = [repr(label) for label, a in zip(labels, numbers["accept_prob"]) if a >= 1]
+    base = ("p with the rejected token taken out, renormalised" if rule == "sglang" else
+            f"the target's argmax {labels[max(range(len(labels)), key=numbers['p'].__getitem__)]!r}")
+    off = sum(abs(o - p) for o, p in zip(numbers["output"], numbers["p"])) / 2
+    text = (f"{rule} keeps {{{', '.join(kept)}}} outright (a(v) = 1), every other proposal with a(v) < 1, and a "
+            f"rejection emits {base}. There is no pi: the verified token follows the P(output) column, at TV "
+            f"{off:.4f} from p. The draft's token is rejected with probability {numbers['rejection_prob']:.3f}.")
+    rows = "".join(f"<tr><td>{html.escape(repr(label))}</td>" + "".join(
+        f"<td>{numbers[k][i]:.3f}</td>" for k in ("q", "p", "accept_prob", "output")) +
+        f"<td>{number(numbers['a_star'][i])}</td><td>{defers_text(not numbers['defers'][i])}</td></tr>"
+        for i, label in enumerate(labels))
+    return (f"<p>{html.escape(text)} TV(p, q) = {numbers['tv']:.3f}.</p><table><tr><th>token</th><th>q</th>"
+            "<th>p</th><th>keep prob a(v)</th><th>P(output)</th><th>a*</th><th>kept outright</th></tr>"
+            f"{rows}</table>")
+
+
 def sandbox_html(labels, numbers, rule, alpha, loaded=None, cost=None):
     """What the rule decides, in words, and the per-token table (``loaded``: a position of Explore's run;
     ``cost``: the rule's and lossless's cascade_core.costs.Rejection, for ``cost_html``)."""
     record = RULES[rule]
+    if record.keep is not None:
+        note = loaded_html(loaded, labels, numbers, rule, alpha) if loaded else ""
+        return (f'<div class="sandbox">{note}{keep_set_html(labels, numbers, rule, alpha)}'
+                f'{cost_html(rule, cost) if cost else ""}</div>')
     tokens = [(label, d) for label, d, a in zip(labels, numbers["defers"], numbers["a_star"]) if a is not None]
     deferred = [label for label, d in tokens if d]
     if not record.alpha_used:
