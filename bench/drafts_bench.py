@@ -125,9 +125,11 @@ def qwen_costs(repeats=3):
 
 def greedy_markdown(g, rounds):
     fastest_assisted = g["tok_s"]["transformers assisted, independent draft (its defaults)"]
-    lines = ["", f"Greedy (T 0), the same {len(prompts('drafts'))} prompts x {rounds} rounds, alternating; transformers on its own "
+    lines = ["", f"Greedy (T 0), the same {len(prompts('drafts'))} prompts x {rounds} rounds, alternating; "
+             "transformers on its own "
              "Linear path (as installed), ours on the measured kernels; ours as the transformers entry runs it (no "
-             "per-position records).", "", "| method | tokens/s (min-max) | vs transformers assisted |", "|---|---|---|"]
+             "per-position records).", "", "| method | tokens/s (min-max) | vs transformers assisted |",
+             "|---|---|---|"]
     for name, rate in g["tok_s"].items():
         low, high = g["spread"][name]
         lines.append(f"| {name} | {rate:.1f} ({low:.1f}-{high:.1f}) | {rate / fastest_assisted:.2f}x |")
@@ -165,7 +167,8 @@ def markdown(s, pairs, rounds, n, qwen, greedy=None, frontier=None):
              f"`python -m bench.drafts_bench --rounds {rounds} --max-new-tokens {n}`, {stamp()}; "
              f"model: {pairs['model'].description}; "
              f"head: {pairs['head'].description}. Temperature {TEMPERATURE}, {n} tokens (EOS ignored), "
-             f"{len(prompts('drafts'))} prompts outside every training set x {rounds} rounds (seed = round), both drafts' "
+             f"{len(prompts('drafts'))} prompts outside every training set x {rounds} rounds (seed = round), "
+             "both drafts' "
              "methods alternating in one process; medians. Acceptance by step: the mean acceptance probability of "
              "the proposals at each step of their block (1st, 2nd, ...).", "",
              "| draft | rule, alpha, gamma | tokens/s (min-max) | vs target-only | acceptance | by step | "

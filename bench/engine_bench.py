@@ -12,8 +12,8 @@ import statistics
 
 import torch
 
-from bench.harness import (BENCHMARKS, PeakRSS, alternate, forward_ms, machine, prompts, read_bandwidth, shown_number,
-                           stamp, timed, weight_bytes, write_section)
+from bench.harness import (BENCHMARKS, PeakRSS, alternate, forward_ms, known_median, machine, prompts, read_bandwidth,
+                           shown_number, stamp, timed, weight_bytes, write_section)
 from cascade_core import generate, load_pair
 from cascade_core.cli import add_pair_arguments
 from cascade_core.compiled import compile_pair
@@ -121,7 +121,7 @@ def summarise(pair, results, outputs, runs, gamma, costs):
     rows = []
     for name, r in results.items():
         stats = r["stats"]
-        acc = statistics.median(s["acceptance_rate"] for s in stats) if stats and stats[0]["acceptance_rate"] is not None else None
+        acc = known_median(s["acceptance_rate"] for s in stats)
         calls = statistics.median(s["target_calls"] / s["tokens"] for s in stats) if stats else None
         rows.append(dict(name=name, tok_s=medians[name], vs_hf=medians[name] / medians[HF],
                          spread=(min(r["tok_s"]), max(r["tok_s"])), acceptance=acc, target_calls_per_token=calls,
@@ -145,7 +145,8 @@ def kernel_routes(pair):
     """The measured routes other than F.linear over the count itself, e.g. "1 thin over 2, 2 thin, 3 thin over 4"."""
     routes = (pair.kernels or {}).get("routes", {})
     return ", ".join(f"{rows} {path}" + (f" over {computed}" if computed != rows else "")
-                     for rows, (path, computed) in sorted(routes.items()) if (path, computed) != ("linear", rows)) or "none"
+                     for rows, (path, computed) in sorted(routes.items())
+                     if (path, computed) != ("linear", rows)) or "none"
 
 
 def markdown(pair, s, runs, n, gamma, no_compile):
@@ -159,7 +160,8 @@ def markdown(pair, s, runs, n, gamma, no_compile):
              "estimate with measured verification cost | acceptance | target calls/token | peak extra memory MB |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in s["rows"]:
-        lines.append(f"| {r['name']} | {r['tok_s']:.1f} ({r['spread'][0]:.1f}-{r['spread'][1]:.1f}) | {r['vs_hf']:.2f}x | "
+        lines.append(f"| {r['name']} | {r['tok_s']:.1f} ({r['spread'][0]:.1f}-{r['spread'][1]:.1f}) | "
+                     f"{r['vs_hf']:.2f}x | "
                      f"{r['speedup']:.2f}x | {shown_number(r['predicted'])} | {shown_number(r['priced'])} | "
                      f"{shown_number(r['acceptance'])} | "
                      f"{shown_number(r['target_calls_per_token'])} | {r['mem']:.0f} |")
@@ -167,9 +169,11 @@ def markdown(pair, s, runs, n, gamma, no_compile):
                       f"verifying {gamma + 1} tokens {c['verify']:.1f} ms" for label, c in s["costs"].items())
     lines += [
         "",
-        f"- Targets: ours target-only ({s['target'][1]}) / transformers generate **{s['target_vs_hf']:.2f}x** (>= 1.1x); "
+        f"- Targets: ours target-only ({s['target'][1]}) / transformers generate **{s['target_vs_hf']:.2f}x** "
+        "(>= 1.1x); "
         f"at **{100 * s['target_fraction']['gemv']:.0f}%** of the matrix-vector read limit (>= 75%); ours lossless "
-        f"({s['lossless'][1]}) / transformers assisted **{s['lossless_vs_assisted']:.2f}x** (>= 1.3x); measured kernels / "
+        f"({s['lossless'][1]}) / transformers assisted **{s['lossless_vs_assisted']:.2f}x** (>= 1.3x); "
+        "measured kernels / "
         f"transformers' own path under transformers generate **{s['kernels_vs_stock']:.2f}x** (never below 1).",
         f"- Greedy outputs identical (transformers generate = transformers assisted = ours lossless, every path): "
         f"**{s['identical']}**.",

@@ -83,7 +83,8 @@ def markdown(pair, rows, rounds, n):
         v3, ll = row["v3"], row["lossless"]
         offsets = " / ".join(shown_number(a) for a in v3["by_offset"])
         gammas = ", ".join(f"{g}: {c}" for g, c in sorted(v3["gammas"].items()))
-        lines.append(f"| {kind} | {prompt} | {row['target_tok_s']:.1f} | {v3['speedup']:.2f}x | {v3['projected']:.2f}x | "
+        lines.append(f"| {kind} | {prompt} | {row['target_tok_s']:.1f} | {v3['speedup']:.2f}x | "
+                     f"{v3['projected']:.2f}x | "
                      f"{offsets} | {gammas} | {ll['speedup']:.2f}x | {ll['projected']:.2f}x | {ll['acceptance']:.2f} | "
                      f"{ll['alone']:.0%} | "
                      f"{shown_number(v3['engine_ms'])} |")
@@ -97,7 +98,8 @@ def markdown(pair, rows, rounds, n):
     error = statistics.median(abs(r[rule]["projected"] / r[rule]["speedup"] - 1) for r in rows.values()
                               for rule in ("v3", "lossless"))
     lines += ["", f"- All {len(rows)} prompts: **v3 0.5 median {med('v3', 'speedup'):.2f}x** (lowest "
-              f"{min(r['v3']['speedup'] for r in rows.values()):.2f}x), **lossless median {med('lossless', 'speedup'):.2f}x** "
+              f"{min(r['v3']['speedup'] for r in rows.values()):.2f}x), "
+              f"**lossless median {med('lossless', 'speedup'):.2f}x** "
               f"(lowest {min(r['lossless']['speedup'] for r in rows.values()):.2f}x); lossless acceptance "
               f"{med('lossless', 'acceptance'):.2f}; the engine's own time "
               f"{shown_number(known_median(r['v3']['engine_ms'] for r in rows.values()))} ms per block; "

@@ -275,7 +275,8 @@ def measure(args):
 def outcome_rows(results, wall):
     """The mixed load's rows: answered, mismatched, refused, failed calls, latency and wall time."""
     latencies = sorted(s for outcome, s in results if s is not None)
-    count = {kind: sum(outcome.startswith(kind) for outcome, _ in results) for kind in ("ok", "mismatch", "busy", "error")}
+    count = {kind: sum(outcome.startswith(kind) for outcome, _ in results)
+             for kind in ("ok", "mismatch", "busy", "error")}
     p95 = latencies[max(0, round(0.95 * len(latencies)) - 1)] if latencies else None
     errors = sorted({outcome for outcome, _ in results if outcome.startswith("error")})
     return [f"| mixed concurrent calls (every tab in turn) answered / made | {count['ok'] + count['mismatch']} / "

@@ -50,7 +50,8 @@ def costs(pair, gamma, compiled):
 
 def markdown(measured, gamma, device_name, dtype, seconds):
     lines = [f"## The seed's pair costed offline: {SEED_PAIR}, {device_name}", "",
-             f"`python -m bench.seed_pair --gamma {gamma}{'' if 'compiled' in measured else ' --no-compile'}`, {time.strftime('%Y-%m-%d')}, torch {torch.__version__}, "
+             f"`python -m bench.seed_pair --gamma {gamma}{'' if 'compiled' in measured else ' --no-compile'}`, "
+             f"{time.strftime('%Y-%m-%d')}, torch {torch.__version__}, "
              f"{dtype}, {torch.get_num_threads()} threads: both architectures from their published configurations "
              f"with random weights (built in {seconds:.0f} s, nothing downloaded), medians of 5 cached forwards after "
              "a 32-token context. Projected speed-ups over the target alone for acceptance a: the spec's cost model "
@@ -63,7 +64,8 @@ def markdown(measured, gamma, device_name, dtype, seconds):
             f"{priced_speedup(a, gamma, m['target_ms'], m['draft_ms'], m['verify_ms']):.2f}x" for a in (0.5, 0.7, 0.9))
         lines.append(f"| {label} | {m['target_ms']:.1f} | {m['draft_ms']:.1f} | {m['c']:.2f} | {m['verify_ms']:.1f} "
                      f"({m['verify_in_target_tokens']:.2f}) | {speedups} |")
-    lines += ["", "Both models have 28 layers. Where a batch-1 forward is bound by reading the weights (a CPU), c follows "
+    lines += ["", "Both models have 28 layers. Where a batch-1 forward is bound by reading the weights (a CPU), "
+              "c follows "
               "the parameter ratio (0.6B / 1.7B); where it is bound by kernel launches (a GPU in eager mode), by the "
               "layer ratio, which is 1 here, and no rule can beat the target alone: the compiled path (CUDA graphs) "
               "is what can give the seed's pair a useful c on a GPU. c is what every rule's speed-up is divided by.",

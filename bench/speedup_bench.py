@@ -88,10 +88,12 @@ def markdown(pair, s, rounds, n):
     verify = ", ".join(f"{g + 1}: {1000 * p[g].verify:.0f} ms ({p[g].verify_ratio:.2f})" for g in AUTO_GAMMAS)
     fastest = s["fastest"]
     lines += ["", f"- Calls measured on this pair (prices.py: cached forwards after a 64-token context, median of 7): "
-              f"a target token {1000 * p[4].target:.1f} ms, a draft call {1000 * p[4].draft:.1f} ms (c = {p[4].c:.2f}); "
+              f"a target token {1000 * p[4].target:.1f} ms, a draft call {1000 * p[4].draft:.1f} ms "
+              f"(c = {p[4].c:.2f}); "
               f"verifying n tokens (in target tokens): {verify}.",
               f"- Fastest rule within +10% of lossless's target NLL ({s['lossless_nll']:.2f}): "
-              + (f"**{fastest['name']}, {fastest['speedup']:.2f}x** (NLL {fastest['nll']:.2f})." if fastest else "none."),
+              + (f"**{fastest['name']}, {fastest['speedup']:.2f}x** (NLL {fastest['nll']:.2f})." if fastest
+                 else "none."),
               ""]
     return "\n".join(lines)
 

@@ -40,13 +40,17 @@ def main(argv=None):
         print(name, results[name], flush=True)
     lines = [f"## Sweep speed: {args.pair} pair, {len(prompts)} prompts x {len(RULES)} rules x alphas {args.alphas} x "
              f"{args.tokens} tokens", "",
-             f"`python -m bench.sweep_speed --pair {args.pair} --prompts {len(prompts)} --alphas {args.alphas} --tokens "
+             f"`python -m bench.sweep_speed --pair {args.pair} --prompts {len(prompts)} --alphas {args.alphas} "
+             "--tokens "
              f"{args.tokens}`, {time.strftime('%Y-%m-%d')}, {cpu_description()}; "
-             f"rules {', '.join(RULES)}, alphas {args.alphas}, gamma 4, T = 1, seed 0; the pilot run that places the alphas "
+             f"rules {', '.join(RULES)}, alphas {args.alphas}, gamma 4, T = 1, seed 0; the pilot run that places "
+             "the alphas "
              "is included in each time.", "",
-             "| how | wall time | rows | rows / minute | tokens in the rows | tokens generated |", "|---|---|---|---|---|---|"]
+             "| how | wall time | rows | rows / minute | tokens in the rows | tokens generated |",
+             "|---|---|---|---|---|---|"]
     for name, (seconds, rows, tokens, generated) in results.items():
-        lines.append(f"| {name} | {seconds / 60:.1f} min | {rows} | {rows / seconds * 60:.1f} | {tokens} | {generated} |")
+        lines.append(f"| {name} | {seconds / 60:.1f} min | {rows} | {rows / seconds * 60:.1f} | {tokens} | "
+                     f"{generated} |")
     lines += ["", "In-process, one process decodes with torch's threads over every core; on Ray each worker is one "
               "single-threaded process per core with its own copy of the pair, so chains run side by side. Prefix "
               "sharing saves only the tokens before each alpha's first flipped decision, which at T = 1 comes early."]

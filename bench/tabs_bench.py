@@ -109,7 +109,8 @@ def main(argv=None):
 
     print("| measurement | median | worst |\n|---|---|---|")
     median, worst = bench_sandbox_server(20)
-    print(f"| Sandbox slider move, server-side (numbers, figure, table, figure JSON) | {median:.1f} ms | {worst:.1f} ms |")
+    print(f"| Sandbox slider move, server-side (numbers, figure, table, figure JSON) | {median:.1f} ms | "
+          f"{worst:.1f} ms |")
     if not args.skip_browser:
         median, worst = bench_sandbox_browser(20)
         print(f"| Sandbox slider move in chromium, input event to repainted plot | {median:.0f} ms | {worst:.0f} ms |")
@@ -117,7 +118,8 @@ def main(argv=None):
     pairs.get(args.pair)
     first, total = bench_compare(pairs, args.pair, args.repeats)
     rows = ", ".join(f"{rule} {alpha:g}" for rule, alpha in COMPARE_ROWS)
-    print(f"| Compare, {args.pair}, 4 rows ({rows}) x 64 tokens, T 0.7: first row's tokens on screen | {first:.2f} s | |")
+    print(f"| Compare, {args.pair}, 4 rows ({rows}) x 64 tokens, T 0.7: first row's tokens on screen | "
+          f"{first:.2f} s | |")
     print(f"| … all four rows done | {total:.2f} s | |")
     for share, (seconds, runs, tokens, generated) in bench_frontier(pairs, args.pair, args.frontier_tokens).items():
         print(f"| Trade-off, {args.pair}, 1 prompt x {', '.join(FRONTIER_RULES)} x auto:6 alphas x "
