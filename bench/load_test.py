@@ -118,9 +118,9 @@ def raw_predict(http, url, args):
 
 def callers(url, kind, n):
     """n callers of /run (args -> seconds), each with its own connection made before the clock starts: gradio_client
-    Clients (making one reads the app's config and API: ~0.1 s of this process's CPU, which 14 made at once on a
-    2-core machine turn into a second of the latency measured), or plain HTTP clients, whose own work is a fraction
-    of gradio_client's (each Client streams a call through threads of its own)."""
+    Clients (making one reads the app's config and API, work a client does once, which fourteen made at once would
+    add to the latency measured: docs/lab/2026-12-07-short-calls.md), or plain HTTP clients, whose own work is a
+    fraction of gradio_client's (each Client streams a call through threads of its own)."""
     if kind == "gradio_client":
         return [lambda args, c=c: timed_predict(c, args) for c in [Client(url, verbose=False) for _ in range(n)]]
     return [lambda args, h=h: raw_predict(h, url, args) for h in [httpx.Client(timeout=300) for _ in range(n)]]

@@ -22,7 +22,7 @@ METHODS = ([("target", 0.0, 1)] + [("lossless", 0.0, g) for g in (2, 3, 4, "auto
            + [("v3", 0.5, g) for g in (2, 3, 4, "auto")]
            + [("v3", a, "auto") for a in (0.7, 0.9)] + [("chow", a, "auto") for a in (0.5, 0.7)]
            + [("opt", a, "auto") for a in (0.0, 0.2, 0.4)] + [("diff", a, "auto") for a in (0.1, 0.3)]
-           # the later literature's divergence rules, at about 55% and 30% deferral on the bundled pair at T 0.7
+           # the later literature's divergence rules, alphas read off a pilot (docs/lab/2026-12-04-fuzzy-and-judge.md)
            + [("fuzzy", a, "auto") for a in (0.2, 0.35)] + [("judge", a, "auto") for a in (1.5, 3.0)])
 
 

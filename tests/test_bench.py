@@ -118,3 +118,13 @@ def test_the_explorer_benchmarks_in_process_parts_call_the_handlers_as_the_page_
     frontier = tabs_bench.bench_frontier(pairs, "tiny", 4)
     assert frontier[True][1] == frontier[False][1] > 0 and frontier[True][3] <= frontier[False][3]
     assert {"speculative decoding", "speculative cascade"} <= set(tabs_bench.bench_strategies(pairs, "tiny", "head", 1))
+
+
+def test_the_bench_imports_neither_the_tests_nor_distill_and_edits_no_path():
+    """Imports run one way: tests and distill may import the harness, the benchmarks import neither, and each runs as
+    ``python -m bench.NAME`` with no sys.path edit."""
+    from test_structure import imports
+
+    for path in (ROOT / "bench").glob("*.py"):
+        assert not {m for m in imports(path) if m.split(".")[0] in ("tests", "distill")}, path.name
+        assert "sys.path" not in path.read_text(), path.name
