@@ -97,3 +97,25 @@ def test_trace_and_json_name_the_keep_set_rule(tiny64):
     positions = trace.to_dict()["positions"]
     assert all(0.0 <= pos["tv_to_target"] <= 1.0 for pos in positions if pos.get("tv_to_target") is not None)
     assert trace.to_dict()["speculative_decoding"]["num_draft_tokens"] > 0
+
+
+def test_the_engines_lesson_claims():
+    """The lesson "The rules your engine ships": relaxed keeps v2's accepted set within the target's top 10 (Eq. 14
+    with alpha = delta); SGLang at alpha 0 keeps x with p(x) <= min(1, p(x) / q(x)), lossless's keep probability, so
+    it never rejects less; its answer (SGLang rejects more at the Sandbox's eight tokens) is that rule's."""
+    from app.engine_lesson import held_engines, look_for_engines
+    from app.lessons import LESSONS
+
+    for seed in range(20):
+        q, p = random_pair(seed, vocabulary=30)
+        d = Distributions(q[None], p[None])
+        for delta in (0.0, 0.05, 0.2, 0.6):
+            top = torch.zeros(30, dtype=torch.bool)
+            top[p.topk(10).indices] = True
+            v2_kept = ~RULES["v2"].defers(d, delta)[0]
+            assert torch.equal(RULES["relaxed"].keep(d, delta)[0] == 1, v2_kept & top)
+        assert (RULES["sglang"].keep(d, 0.0)[0] <= acceptance_probability(q, p) + 1e-15).all()
+    lesson = next(lesson for lesson in LESSONS if lesson.look is look_for_engines)
+    assert lesson.answers[held_engines(lesson.rows)].text == "SGLang."
+    assert "It held" in lesson.reveal("SGLang.", lesson.rows) and "Lemma 3" in lesson.reveal("Lossless.", lesson.rows)
+    assert "| relaxed alpha 0.3 |" in look_for_engines(lesson.rows)
