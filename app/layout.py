@@ -61,7 +61,7 @@ def build_app(pair_spec=None, public=None, pairs=None):
                     "checks them, and a deferral rule decides whom to trust. **Explore** one run token by token, "
                     "**Compare** rules on the same random numbers, see the **Trade-off** as alpha moves, take one "
                     "decision apart in the **Sandbox**, put four **Strategies** on one clock, or **Learn** the rules "
-                    "in eight short lessons.", elem_id="intro")
+                    "in nine short lessons.", elem_id="intro")
         share = share_row()
         tabs, linked = build_tabs(handlers, pair_spec, public, share)
         share["lessons"].click(lambda: gr.Tabs(selected="learn"), None, tabs, **INSTANT)
@@ -93,7 +93,7 @@ def share_row():
     """The lessons' button and the link row (copy a link to this view, whether opening it runs it), the link's
     message, and the hidden parts a link's restore uses."""
     with gr.Row(elem_id="link-row"):
-        share = dict(lessons=gr.Button("New here? Eight short lessons →", size="sm", variant="primary",
+        share = dict(lessons=gr.Button("New here? Nine short lessons →", size="sm", variant="primary",
                                        elem_id="start-lessons", scale=0, min_width=230),
                      copy=gr.Button("Copy a link to this view", size="sm", elem_id="copy-link", scale=0, min_width=210),
                      runs=gr.Checkbox(True, label="opening it runs it", elem_id="link-runs", scale=0, min_width=160,

@@ -1,4 +1,4 @@
-"""The Learn tab: eight short lessons on the deferral rules. Each asks one question before anything runs, runs a
+"""The Learn tab: nine short lessons on the deferral rules. Each asks one question before anything runs, runs a
 prepared setting here (rows side by side, the Sandbox, a frontier, or timed runs), says what to look for with
 that run's own numbers, and opens the tab it talks about in that state."""
 import functools

@@ -119,3 +119,17 @@ def test_the_engines_lesson_claims():
     assert lesson.answers[held_engines(lesson.rows)].text == "SGLang."
     assert "It held" in lesson.reveal("SGLang.", lesson.rows) and "Lemma 3" in lesson.reveal("Lossless.", lesson.rows)
     assert "| relaxed alpha 0.3 |" in look_for_engines(lesson.rows)
+
+
+def test_the_teaching_kits_numbers_are_the_rules():
+    """docs/teaching.md's lesson-9 numbers, computed at the Sandbox's eight tokens."""
+    from pathlib import Path
+
+    from app.sandbox import START
+
+    _, q, p = START
+    total = {rule: round(rejection_terms(rule, q, p, alpha).total, 4) for rule, alpha in
+             (("sglang", 0.0), ("lossless", 0.0), ("relaxed", 0.3), ("v2", 0.3))}
+    assert total == {"sglang": 0.8177, "lossless": 0.43, "relaxed": 0.67, "v2": 0.4861}
+    kit = (Path(__file__).parent.parent / "docs" / "teaching.md").read_text()
+    assert all(f"{value:g}" in kit for value in total.values())

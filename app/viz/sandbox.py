@@ -139,7 +139,9 @@ def keep_set_html(labels, numbers, rule, alpha):
     base = ("p with the rejected token taken out, renormalised" if rule == "sglang" else
             f"the target's argmax {labels[max(range(len(labels)), key=numbers['p'].__getitem__)]!r}")
     off = sum(abs(o - p) for o, p in zip(numbers["output"], numbers["p"])) / 2
-    text = (f"{rule} keeps {{{', '.join(kept)}}} outright (a(v) = 1), every other proposal with a(v) < 1, and a "
+    outright = f"keeps {{{', '.join(kept)}}} outright (a(v) = 1), every other proposal" if kept else \
+        "keeps no token outright: every proposal is kept"
+    text = (f"{rule} {outright} with a(v) < 1, and a "
             f"rejection emits {base}. There is no pi: the verified token follows the P(output) column, at TV "
             f"{off:.4f} from p. The draft's token is rejected with probability {numbers['rejection_prob']:.3f}.")
     rows = "".join(f"<tr><td>{html.escape(repr(label))}</td>" + "".join(
