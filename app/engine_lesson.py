@@ -24,19 +24,21 @@ def tv_to_p(numbers):
 
 
 def look_for_engines(rules):
-    """Each rule's kept-outright set, P(rejected) and TV of its output to p, at the Sandbox's START."""
+    """Each rule's set A, P(rejected) and TV of its output to p at the Sandbox's START, then where each sits on the
+    paper's map (a list under the table: a phone's width holds four numeric columns, not a fifth of sentences)."""
     labels, q, p = START
-    lines = []
+    lines, places = [], []
     for rule, alpha in ROWS:
         numbers = dissect(rule, q, p, alpha)
-        kept = [t for t, a in zip(labels, numbers["accept_prob"]) if a >= 1]
-        lines.append(f"| {rule}{f' alpha {alpha:g}' if RULES[rule].alpha_used else ''} | {FAMILY[rule]} | "
-                     f"{', '.join(kept) or 'none'} | {number(rejection_terms(rule, q, p, alpha).total, 4)} | "
+        kept = [t for t, defers in zip(labels, numbers["defers"]) if not defers]  # alpha >= a*: its set A
+        name = f"{rule}{f' alpha {alpha:g}' if RULES[rule].alpha_used else ''}"
+        lines.append(f"| {name} | {', '.join(kept) or 'none'} | {number(rejection_terms(rule, q, p, alpha).total, 4)} | "
                      f"{number(tv_to_p(numbers), 4)} |")
-    return ("| rule | on the paper's map | kept outright | P(rejected) | TV(output, p) |\n|---|---|---|---|---|\n"
-            + "\n".join(lines) + "\n\nrelaxed keeps v2's set and pays for it: every other proposal is rejected, "
-            "where v2 keeps some of them with min(1, eta p(v) / q(v)), and its output lies further from p. SGLang "
-            "at its default and lossless both emit p (TV 0), at different rejection rates.")
+        places.append(f"- **{rule}**: {FAMILY[rule]}.")
+    return ("| rule | A: kept outright | P(rejected) | TV(output, p) |\n|---|---|---|---|\n" + "\n".join(lines) +
+            "\n\nOn the paper's map:\n\n" + "\n".join(places) + "\n\nrelaxed keeps v2's set and pays for it: every "
+            "other proposal is rejected, where v2 keeps some of them with min(1, eta p(v) / q(v)), and its output lies "
+            "further from p. SGLang at its default and lossless both emit p (TV 0), at different rejection rates.")
 
 
 def held_engines(rules):

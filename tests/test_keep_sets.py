@@ -118,7 +118,7 @@ def test_the_engines_lesson_claims():
     lesson = next(lesson for lesson in LESSONS if lesson.look is look_for_engines)
     assert lesson.answers[held_engines(lesson.rows)].text == "SGLang."
     assert "It held" in lesson.reveal("SGLang.", lesson.rows) and "Lemma 3" in lesson.reveal("Lossless.", lesson.rows)
-    assert "| relaxed alpha 0.3 |" in look_for_engines(lesson.rows)
+    assert "| relaxed alpha 0.3 | A, Once |" in look_for_engines(lesson.rows)
 
 
 def test_the_teaching_kits_numbers_are_the_rules():
