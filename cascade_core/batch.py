@@ -130,7 +130,7 @@ class Batch:
         else:
             self.draft.catch_up(i, proposal, block.tokens, self.target.features[i])
         row.trace.add_block(block, row.eos, row.settings.max_new_tokens, row.settings.stop)  # 5
-        row.last = row.trace.tokens[-1]
+        row.last, row.blocks = row.trace.tokens[-1], row.blocks + 1
         if block.accept_prob is not None and not row.settings.sequential:
             row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
             row.counters.setdefault("gammas", []).append(gamma)

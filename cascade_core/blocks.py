@@ -44,7 +44,7 @@ def cascade_block(row, proposal, p_logits, uniforms):
     d, verdict = verified(row, proposal, p_logits, uniforms)
     m = verdict.emitted
     tokens = x[: verdict.kept] + ([verdict.correction] if verdict.correction is not None else [])
-    block = Block(row.counters["target_calls"] - 1, x[:m], tokens, verdict.sources(), d.first(m),  # 5
+    block = Block(row.blocks, x[:m], tokens, verdict.sources(), d.first(m),  # 5
                   verdict.accept_prob[:m], margins(proposal, verdict, uniforms, m))
     return block, len(x) - m  # 4: both processed [last, x_0 .. x_{n-2}]; keep [last, x_0 .. x_{m-2}]
 
@@ -57,10 +57,10 @@ def sequential_block(row, proposal, p_logits, uniforms):
     x = proposal.tokens
     if p_logits is None:
         q = proposal.distributions()
-        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
+        return Block(row.blocks, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
     d, verdict = verified(row, proposal, p_logits, uniforms[:1])
     token = x if verdict.kept else [verdict.correction]
-    return Block(row.counters["target_calls"] - 1, x, token, verdict.sources(), d, verdict.accept_prob,
+    return Block(row.blocks, x, token, verdict.sources(), d, verdict.accept_prob,
                  margins(proposal, verdict, uniforms, 1)), 0
 
 
@@ -68,7 +68,7 @@ def target_sample(row, p_logits, uniforms, source):
     """One token sampled from the target alone, with the position's draft uniform (target-only's draw)."""
     untempered, tempered = untempered_and_tempered(p_logits, row.settings.temperature)
     token, margin = sample_inverse_cdf(tempered, uniforms[:, DRAFT])
-    return Block(row.counters["target_calls"] - 1, [int(token[0])], [int(token[0])], [source],
+    return Block(row.blocks, [int(token[0])], [int(token[0])], [source],
                  Distributions(None, tempered, None, untempered), margins={"target sample": margin}), 0
 
 
@@ -77,7 +77,7 @@ def plain_block(row, proposal, p_logits, uniforms):
     proposal) alone, with the position's draft uniform."""
     if not row.uses_target:
         x, q = proposal.tokens, proposal.distributions()
-        return Block(row.counters["draft_calls"] - 1, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
+        return Block(row.blocks, x, x, ["accepted"], q, margins={"draft sample": proposal.margins}), 0
     return target_sample(row, p_logits, uniforms, "deferred")
 
 

@@ -73,7 +73,7 @@ def replay_steps(pair, prompt=None, *, settings=None, block=None, position=None,
             steps.close()  # the row leaves its batch; nothing after the block is decoded
             return replayed(pair, row)
         yield row.trace
-    raise out_of_range(block, position, row.counters["target_calls"], len(row.trace.positions))
+    raise out_of_range(block, position, row.blocks, len(row.trace.positions))
 
 
 def replay_length(settings, run=None):
@@ -105,7 +105,7 @@ def resumed_row(pair, settings, run, block=None, position=None):
         raise out_of_range(None if position is not None else block, position,
                            positions[-1]["block"] + 1 if positions else 0, len(positions))
     row = start_row(pair, settings, resume=(run, start))
-    row.counters["target_calls"] = block  # a Block's index counts the target's calls: the next is the run's block
+    row.blocks = block  # the blocks the run took before it: the next is the run's block
     row.accepted = acceptance(positions[:start])
     return row, block
 

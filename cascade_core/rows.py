@@ -26,6 +26,9 @@ class Row:
         eos = pair.eos_token_ids if settings.eos_token_ids is None else settings.eos_token_ids
         self.eos = set(eos) if settings.stop_at_eos else set()
         self.accepted = [0.0, 0]  # the sum and count of its proposals' acceptance probabilities (gamma "auto")
+        # the blocks this run has taken: its next block's index, as its trace records it (a resumed run counts from
+        # 0 again; a replay starts at the block it replays)
+        self.blocks = 0
         # a replay's (cascade_core/replay.py): which block to record in full, asked (positions before it, the Block)
         # of every block, and that block's record
         self.watch, self.watched = None, None
@@ -70,14 +73,15 @@ class Row:
         self.trace.error, self.trace.finished, self.trace.stop_reason = str(error), True, "error"
 
     def checkpoint(self):
-        """What a block changes in a row (its trace's length and state, its counters, its last token), to undo it."""
+        """What a block changes in a row (its trace's length and state, its counters, its block count, its last
+        token), to undo it."""
         trace = self.trace
         counters = {k: (list, len(v)) if isinstance(v, list) else (None, v) for k, v in trace.counters.items()}
         return (len(trace.positions), trace.finished, trace.stop_reason, trace.error, self.last, tuple(self.accepted),
-                counters)
+                counters, self.blocks)
 
     def restore(self, state):
-        n, finished, reason, error, self.last, accepted, counters = state
+        n, finished, reason, error, self.last, accepted, counters, self.blocks = state
         trace, self.accepted = self.trace, list(accepted)
         del trace.positions[n:]
         trace.finished, trace.stop_reason, trace.error = finished, reason, error

@@ -69,7 +69,7 @@ class Block:
     token and its source, both models' distributions there (``d``; a baseline has only its model's) and the
     acceptance probability of the proposal (None for baselines)."""
 
-    index: int  # the number of the target (baseline: model) call that verified it
+    index: int  # its row's block count before it (rows.Row.blocks): the run's blocks are numbered from 0
     proposals: list
     tokens: list
     sources: list
