@@ -74,7 +74,7 @@ class Batch:
             if error is not None:
                 row.fail(error)
         for row in rows:
-            row.counters["prefill_seconds"] = row.counters["engine_seconds"] = time.perf_counter() - start
+            row.counters.prefilled(time.perf_counter() - start)
             row.started = start
         return self.drop_finished()
 
@@ -109,7 +109,7 @@ class Batch:
                 self.settle_row(i, row, proposals[i], scored[i], uniforms[i], gammas[i])  # 3 to 5
         block_seconds = time.perf_counter() - started
         for row in rows:  # the engine's own clock: its calls and work, not the time a reader holds the stream
-            row.counters["engine_seconds"] = row.counters.get("engine_seconds", 0.0) + block_seconds
+            row.counters.stepped(block_seconds)
         self.overhead = block_seconds - (self.target.seconds + self.draft.seconds - in_calls)
         return self.drop_finished()
 
@@ -133,9 +133,8 @@ class Batch:
         row.last, row.blocks = row.trace.tokens[-1], row.blocks + 1
         if block.accept_prob is not None and not row.settings.sequential:
             row.accepted = [row.accepted[0] + float(block.accept_prob.sum()), row.accepted[1] + len(block.tokens)]
-            row.counters.setdefault("gammas", []).append(gamma)
-            row.counters.setdefault("drafted", []).append(len(proposal.tokens))
-        row.counters["wall_seconds"] = time.perf_counter() - row.started
+            row.counters.verified(gamma, len(proposal.tokens))
+        row.counters.settled(time.perf_counter() - row.started)
 
     def named(self, error, p_logits):
         """The error, or the one naming the target where its logits are broken (checked here, after the fact: the

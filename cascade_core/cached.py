@@ -15,13 +15,97 @@ does: no mask, no positions. Only it can use a compiled forward with a static ca
 import functools
 import inspect
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
 import torch
 from transformers import DynamicCache
 
 from .sampling import finite
+from .values import shown
 
 HOLES_BEFORE_COMPACTING = 0.25  # compact once a quarter of a row's slots (the most-holed row's) are holes
+CALLS = ("target_calls", "draft_calls", "target_seconds", "draft_seconds", "prefill_seconds", "wall_seconds")
+
+
+@dataclass(eq=False)
+class Counters(Mapping):
+    """A row's calls and clocks (its trace's ``counters``), written only by these methods: each model call
+    (CachedModel), the prefill and the blocks (batch.py), the rows of other calls beside it (running.py). Read as
+    the mapping its trace's JSON holds (``to_dict``): CALLS always, the rest once started (an engine clock, a
+    non-empty list, other calls' rows), as the dict they replace did, so every reader reads the same keys."""
+
+    target_calls: int = 0
+    draft_calls: int = 0
+    target_seconds: float = 0.0
+    draft_seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    wall_seconds: float = 0.0  # from its prefill to its last block's end, a reader's pauses included
+    engine_seconds: float | None = None  # its prefill and blocks: the engine's own clock
+    timeline: list = field(default_factory=list)  # [kind, start, end] of each model call, since it joined
+    gammas: list = field(default_factory=list)  # each verified block's gamma (gamma "auto": its choices)
+    drafted: list = field(default_factory=list)  # the tokens the draft proposed in each of those blocks
+    rows_of_other_calls: int = 0  # the most rows of other calls that took a block beside it
+
+    @classmethod
+    def of(cls, data):
+        """Counters from a trace's JSON, or one sentence naming a key that is none of them."""
+        names = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in names:
+                raise ValueError(f"counters: {shown(key)} is not a counter; known: {', '.join(names)}")
+        return cls(**{key: list(value) if isinstance(value, list) else value for key, value in data.items()})
+
+    def to_dict(self):
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in CALLS or getattr(self, f.name)}
+
+    def __getitem__(self, key):
+        return self.to_dict()[key]
+
+    def __iter__(self):
+        return iter(self.to_dict())
+
+    def __len__(self):
+        return len(self.to_dict())
+
+    def called(self, role, seconds):
+        """One call of the ``role`` ("target" or "draft") model that fed the row (a batched forward: one per row)."""
+        if role == "target":
+            self.target_calls, self.target_seconds = self.target_calls + 1, self.target_seconds + seconds
+        else:
+            self.draft_calls, self.draft_seconds = self.draft_calls + 1, self.draft_seconds + seconds
+
+    def log(self, kind, start, end):
+        self.timeline.append([kind, start, end])
+
+    def prefilled(self, seconds):
+        self.prefill_seconds = self.engine_seconds = seconds
+
+    def stepped(self, seconds):
+        """A block took ``seconds`` of the engine's clock."""
+        self.engine_seconds = (self.engine_seconds or 0.0) + seconds
+
+    def settled(self, wall):
+        """Its block is settled ``wall`` seconds after its prefill began."""
+        self.wall_seconds = wall
+
+    def verified(self, gamma, drafted):
+        self.gammas.append(gamma)
+        self.drafted.append(drafted)
+
+    def beside(self, others):
+        self.rows_of_other_calls = max(self.rows_of_other_calls, others)
+
+    def state(self):
+        """Its values, its lists by length (they only grow), to undo a block (``restore``)."""
+        return {f.name: len(v) if isinstance(v := getattr(self, f.name), list) else v for f in fields(self)}
+
+    def restore(self, state):
+        for name, value in state.items():
+            if isinstance(getattr(self, name), list):
+                del getattr(self, name)[value:]
+            else:
+                setattr(self, name, value)
 
 
 @functools.cache
@@ -67,10 +151,11 @@ def sliding_window(model, cache=None):
 
 
 class CachedModel:
-    """One model with its KV cache over ``len(counters)`` rows. Every call is counted and timed in the counters of
-    each row it feeds (a batched forward is one call for every row in it): the timings give the measured cost
-    ratio c. ``pending[row]``: tokens the model reads on the row's next call before its input (those a sequential
-    cascade emitted without this model; the kept positions a head re-reads with the target's features). ``features[row]``: the features of the slots the last call (or prefill) fed for the row, where the
+    """One model (``role``: "target" or "draft") with its KV cache over ``len(counters)`` rows. Every call is counted
+    and timed in the Counters of each row it feeds (a batched forward is one call for every row in it): the timings
+    give the measured cost ratio c. ``pending[row]``: tokens the model reads on the row's next call before its input
+    (those a sequential cascade emitted without this model; the kept positions a head re-reads with the target's
+    features). ``features[row]``: the features of the slots the last call (or prefill) fed for the row, where the
     model hands any over (``feature_layers``: the target's streams a head reads; a head: its output h)."""
 
     def __init__(self, model, role, vocab_size, counters, compiled=None, cache_length=0, block=1, feature_layers=()):
@@ -95,7 +180,7 @@ class CachedModel:
         """[role or 'role prefill', start, end] in seconds since the generation began: each row's timeline."""
         end = time.perf_counter()
         for r in rows:
-            self.counters[r].setdefault("timeline", []).append([kind, start - self.origins[r], end - self.origins[r]])
+            self.counters[r].log(kind, start - self.origins[r], end - self.origins[r])
 
     def prefill(self, sequences, inputs=None):
         """Read each row's sequence (possibly empty; ``inputs[row]``: its more keyword inputs, per slot). A row's
@@ -166,8 +251,7 @@ class CachedModel:
         fed, seconds = [r for r, ids in enumerate(inputs) if ids], time.perf_counter() - start
         self.seconds += seconds
         for r in fed:
-            self.counters[r][f"{self.role}_seconds"] += seconds
-            self.counters[r][f"{self.role}_calls"] += 1
+            self.counters[r].called(self.role, seconds)
         self._log(self.role, start, fed)
         return [logits[r, len(f) - len(inputs[r]): len(f)] if inputs[r] else None for r, f in enumerate(feeds)]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .cached import CachedModel
+from .cached import CachedModel, Counters
 
 CONTEXT = 64  # tokens already in the cache when a price is measured: a short answer's length
 OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices (batch.py)
@@ -33,8 +33,7 @@ def context_ids(vocab):
 def _timer(model, vocab, n_tokens, compiled):
     """A function timing one cached forward over n_tokens new tokens, as the engine calls it, after a CONTEXT-token
     prefill; each call's tokens are forgotten again, so every call sees the same context."""
-    call = CachedModel(model, "model", vocab, [{"model_calls": 0, "model_seconds": 0.0}], compiled, 2 * CONTEXT,
-                       n_tokens)
+    call = CachedModel(model, "target", vocab, [Counters()], compiled, 2 * CONTEXT, n_tokens)  # counts unread
     call.prefill([context_ids(vocab)])
 
     def once():

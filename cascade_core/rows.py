@@ -32,8 +32,6 @@ class Row:
         # a replay's (cascade_core/replay.py): which block to record in full, asked (positions before it, the Block)
         # of every block, and that block's record
         self.watch, self.watched = None, None
-        self.trace.counters.update(target_calls=0, draft_calls=0, target_seconds=0.0, draft_seconds=0.0,
-                                   prefill_seconds=0.0, wall_seconds=0.0)
         sequence = trace.prompt_ids + trace.tokens
         self.last, self.history = sequence[-1], sequence[:-1]
 
@@ -76,22 +74,15 @@ class Row:
         """What a block changes in a row (its trace's length and state, its counters, its block count, its last
         token), to undo it."""
         trace = self.trace
-        counters = {k: (list, len(v)) if isinstance(v, list) else (None, v) for k, v in trace.counters.items()}
         return (len(trace.positions), trace.finished, trace.stop_reason, trace.error, self.last, tuple(self.accepted),
-                counters, self.blocks)
+                trace.counters.state(), self.blocks)
 
     def restore(self, state):
         n, finished, reason, error, self.last, accepted, counters, self.blocks = state
         trace, self.accepted = self.trace, list(accepted)
         del trace.positions[n:]
         trace.finished, trace.stop_reason, trace.error = finished, reason, error
-        for key in [k for k in trace.counters if k not in counters]:
-            del trace.counters[key]
-        for key, (kind, value) in counters.items():
-            if kind is list:
-                del trace.counters[key][value:]
-            else:
-                trace.counters[key] = value
+        trace.counters.restore(counters)
 
 def start_row(pair, settings, prompt=None, *, prompt_ids=None, resume=None):
     """A row's checked settings (RunSettings) and its empty (or resumed) trace, before any model call."""

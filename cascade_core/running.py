@@ -168,7 +168,7 @@ class RunningBatch:
         for row, caller in self.stepped:  # what its timings include: other calls' rows in the same forwards
             others = len(self.stepped) - per_caller[caller]
             if others:  # a call alone has no such counter
-                row.counters[OTHER_ROWS] = max(row.counters.get(OTHER_ROWS, 0), others)
+                row.counters.beside(others)
         if self.rows:
             self._finished(self._guarded(self._block, list(self.rows)))
         self.blocks += 1

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .acceptance_metrics import metrics, trace_steps
+from .cached import Counters
 from .distributions import total_variation
 from .rules import RULES, critical_alphas, outcome_unchanged, pi_draft, pi_per_position, pi_target
 from .sampling import NEAR_TIE, emitted_distribution
@@ -191,7 +192,7 @@ class Trace:
     settings: dict
     prompt: str | None = None
     positions: list = field(default_factory=list)
-    counters: dict = field(default_factory=dict)
+    counters: Counters = field(default_factory=Counters)  # its row's calls and clocks
     finished: bool = False
     stop_reason: str | None = None  # "eos", "max_new_tokens", "stop" (the caller's predicate), or "error" (a batch's
     # row whose model failed)
@@ -233,7 +234,7 @@ class Trace:
     def gamma(self):
         """The gamma its blocks used: the setting, or for gamma "auto" the one they used most (the first on a tie;
         1 before any block)."""
-        used = self.counters.get("gammas") or [1]
+        used = self.counters.gammas or [1]
         return max(used, key=used.count) if self.settings["gamma"] == "auto" else self.settings["gamma"]
 
     @property
@@ -245,39 +246,38 @@ class Trace:
         new = n - self.resumed_from
         counts = {s: self.sources.count(s) for s in SOURCES}
         drafted = n - counts["target"]  # positions the draft proposed at (all but gamma "auto"'s floor)
-        cascade = bool(c.get("draft_calls") and c.get("target_calls"))
-        wall = c.get("wall_seconds", 0.0)
+        cascade = bool(c.draft_calls and c.target_calls)
+        wall = c.wall_seconds
         per_call = {role: c[f"{role}_seconds"] / c[f"{role}_calls"] for role in ("draft", "target")
-                    if c.get(f"{role}_calls") and c.get(f"{role}_seconds")}
+                    if c[f"{role}_calls"] and c[f"{role}_seconds"]}
         return {
             "tokens": n,
             "new_tokens": new,
             "resumed_from": self.resumed_from,
             **counts,
-            "target_calls": c.get("target_calls", 0),
-            "draft_calls": c.get("draft_calls", 0),
+            "target_calls": c.target_calls,
+            "draft_calls": c.draft_calls,
             "acceptance_rate": (counts["accepted"] + counts["deferred"]) / drafted if cascade and drafted else None,
             "target_alone_share": counts["target"] / n if n else None,
-            "tokens_per_target_call": new / c["target_calls"] if c.get("target_calls") else None,
+            "tokens_per_target_call": new / c.target_calls if c.target_calls else None,
             "tv_to_target": mean_tv_to_target(self.positions),
             "deferral_rate": (counts["deferred"] + counts["replaced"] + counts["target"]) / n if n else None,
             "cost_ratio": per_call["draft"] / per_call["target"] if len(per_call) == 2 else None,
             # the engine's own time per block beyond the model calls (sampling, verification, records)
-            "overhead_seconds_per_block": (wall - c.get("prefill_seconds", 0.0) - c.get("target_seconds", 0.0) -
-                                           c.get("draft_seconds", 0.0)) / c["target_calls"]
-                                          if cascade and wall > 0 and c.get("target_calls") else None,
-            "prefill_seconds": c.get("prefill_seconds", 0.0),
+            "overhead_seconds_per_block": (wall - c.prefill_seconds - c.target_seconds - c.draft_seconds) /
+                                          c.target_calls if cascade and wall > 0 else None,
+            "prefill_seconds": c.prefill_seconds,
             "wall_seconds": wall,
             "tokens_per_second": new / wall if wall > 0 else None,
             # the engine's own clock (prefill and blocks, batch.py): what a timed view compares, not the wall,
             # which counts the time a reader (the page's streaming and redraw) holds the stream
-            "engine_seconds": c.get("engine_seconds"),
+            "engine_seconds": c.engine_seconds,
         }
 
     @property
     def speculative_decoding(self):
         """This run's verify steps in the serving engines' schema (acceptance_metrics), None without any."""
-        return metrics(trace_steps(self.positions[self.resumed_from:], self.counters.get("drafted", [])))
+        return metrics(trace_steps(self.positions[self.resumed_from:], self.counters.drafted))
 
     def recolour(self, rule, alpha):
         """Provenance of every position under (rule, alpha), read from the stored a*; no model call.
@@ -304,7 +304,7 @@ class Trace:
             "positions": self.positions,
             "stats": self.stats,
             "speculative_decoding": self.speculative_decoding,
-            "counters": self.counters,
+            "counters": self.counters.to_dict(),
             "finished": self.finished,
             "stop_reason": self.stop_reason,
             "error": self.error,
@@ -326,7 +326,7 @@ class Trace:
             if pos["a_star"]:
                 pos["a_star"] = {rule: number(v) for rule, v in pos["a_star"].items()}
         return cls(prompt_ids=data["prompt_ids"], settings=data["settings"], prompt=data["prompt"],
-                   positions=data["positions"], counters=data["counters"], finished=data["finished"],
+                   positions=data["positions"], counters=Counters.of(data["counters"]), finished=data["finished"],
                    stop_reason=data["stop_reason"], error=data.get("error"), resumed_from=data.get("resumed_from", 0))
 
 

@@ -3,12 +3,14 @@ import pytest
 import torch
 
 from cascade_core import MAX_BATCH_ROWS, finish, generate, generate_batch, stream_batch, stream_lanes
-from cascade_core.cached import CachedModel
+from cascade_core.cached import CachedModel, Counters
 from cascade_core.compiled import compile_pair
 from cascade_core.models import tiny_pair
 from cascade_core.distributions import Distributions
 from cascade_core.rules import RULES
-from cascade_core.sampling import ACCEPT, DRAFT, RESIDUAL, position_uniforms, sample_inverse_cdf, untempered_and_tempered
+from cascade_core.sampling import (ACCEPT, DRAFT, RESIDUAL, position_uniforms, sample_inverse_cdf,
+                                   untempered_and_tempered)
+from cascade_core.trace import Trace
 
 
 def solo(pair, row, gamma):
@@ -218,7 +220,8 @@ def sampling_margins(pair, alone, i, row):
     x, _ = sample_inverse_cdf(q, u[DRAFT : DRAFT + 1])
     d = Distributions(q, p, q_untempered, p_untempered)
     _, rejection_row, _ = RULES[row["rule"]].verification(d, row["alpha"], x)
-    return [edge_distance(q[0], u[DRAFT]), edge_distance(p[0], u[DRAFT]), edge_distance(rejection_row(0)[0], u[RESIDUAL])]
+    return [edge_distance(q[0], u[DRAFT]), edge_distance(p[0], u[DRAFT]),
+            edge_distance(rejection_row(0)[0], u[RESIDUAL])]
 
 
 def near_tie(pair, alone, batched, row):
@@ -305,3 +308,26 @@ def test_every_forward_runs_in_inference_mode_however_generators_interleave_or_m
     resumed.start()
     resumed.join()
     assert len(modes) > 6 and all(modes)
+
+
+def test_a_blocks_index_is_its_rows_count_of_blocks(tiny64):
+    """A trace numbers its blocks 0, 1, 2, ... in order (Row.blocks), whatever the kind: a cascade's, draft-only's
+    and a sequential cascade's, where every position is a block and only some call the target."""
+    kwargs = dict(prompt_ids=ids(tiny64, "Hello there"), seed=1, max_new_tokens=20, stop_at_eos=False)
+    for settings in (dict(rule="v3", gamma=3), dict(rule="draft"), dict(rule="chow", alpha=0.5, sequential=True)):
+        trace = generate(tiny64, **kwargs, **settings)
+        blocks = [pos["block"] for pos in trace.positions]
+        firsts = [b for i, b in enumerate(blocks) if i == 0 or b != blocks[i - 1]]
+        assert firsts == list(range(len(firsts))), settings
+    assert blocks == list(range(20)) and 0 < trace.counters["target_calls"] < 20
+
+
+def test_counters_read_as_the_json_they_write(tiny64):
+    """Typed counters read as the dict the trace's JSON holds: what has not started (other calls' rows) is absent."""
+    trace = generate(tiny64, prompt_ids=ids(tiny64, "Hello there"), max_new_tokens=8, gamma=3)
+    c = trace.counters
+    assert dict(c) == trace.to_dict()["counters"] and "rows_of_other_calls" not in c
+    assert c["target_calls"] == c.target_calls == len(c.gammas) == len(c.drafted) > 0
+    assert Trace.from_json(trace.to_json()).counters == c
+    with pytest.raises(ValueError, match="counters: 'calls' is not a counter"):
+        Counters.of({"calls": 1})
