@@ -50,6 +50,15 @@ def advance(generator):
         return True, end.value
 
 
+class Step(Future):
+    """A step's Future, which also says where on the clock it ran (``iterate`` places the call's next step after
+    it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.place = None
+
+
 class EngineThread:
     def __init__(self):
         self._ready, self._pid, self._order = threading.Condition(), None, itertools.count()
@@ -69,8 +78,8 @@ class EngineThread:
     def serve_here(self):
         """Serve on the calling thread until interrupted (instead of a thread of its own; False at once where the
         thread already serves): the main thread of ``python app.py`` once the server runs. torch's OpenMP team
-        belongs to the thread that made it, and the first team in a process is the fast one: on the 2-core Xeon a thread's team made after the main thread's
-        (which loaded the pair) ran a 1-token matmul 3x slower."""
+        belongs to the thread that made it, and the first team in a process is the fast one: on the 2-core Xeon a
+        thread's team made after the main thread's (which loaded the pair) ran a 1-token matmul 3x slower."""
         with self._ready:
             if self._pid == os.getpid():  # a call came first and started the thread: it goes on serving
                 return False
@@ -80,7 +89,7 @@ class EngineThread:
     def submit(self, fn, *args, call=None, place=None, stride=0):
         """fn(*args)'s Future, run on the engine thread; ``place`` on the clock (default: now) orders it."""
         self._serving()
-        future = Future()
+        future = Step()
         with self._ready:
             place = self._clock if place is None else place
             self._waiting.append((place, next(self._order), future, fn, args, call, stride))

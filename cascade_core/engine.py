@@ -42,14 +42,14 @@ def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS, batches=None):
     that ends makes room for the next one waiting. Yields the running Traces after every block; returns the
     lanes' results in order."""
     lanes, results = list(lanes), {}
-    waiting = iter(range(len(lanes)))
+    waiting, lane_of = iter(range(len(lanes))), {}  # a started row -> the lane it runs for
 
     def advance(lane, trace):
         """The lane's next row, or (when it has ended) the first row of the next lane that has one."""
         while lane is not None:
             try:
                 row = row_of(pair, lanes[lane].send(trace) if trace else next(lanes[lane]), gamma=gamma)
-                row.lane = lane
+                lane_of[row] = lane
                 return row
             except StopIteration as end:
                 results[lane], lane, trace = end.value, next(waiting, None), None
@@ -58,7 +58,7 @@ def stream_lanes(pair, lanes, *, gamma=4, width=MAX_BATCH_ROWS, batches=None):
     first = [row for row in (advance(next(waiting, None), None) for _ in range(min(width, len(lanes)))) if row]
     if not first:  # every lane ended before its first row (a resumed sweep with nothing left to run)
         return [results[lane] for lane in range(len(lanes))]
-    yield from mapped(decode(pair, first, lambda row: advance(row.lane, row.trace), batches),
+    yield from mapped(decode(pair, first, lambda row: advance(lane_of.pop(row), row.trace), batches),
                       lambda rows: [row.trace for row in rows])
     return [results[lane] for lane in range(len(lanes))]
 

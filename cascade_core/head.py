@@ -89,6 +89,7 @@ class Eagle3Head(torch.nn.Module):
         self.register_buffer("t2d", torch.zeros(config.vocab_size, dtype=torch.bool))
         self.embed_tokens = embed_tokens  # the target's (the same module) unless the file has its own
         self.shares_embedding = True  # load_head: False where the file had its own (saving then keeps it)
+        self.meta = {}  # how it was trained: load_head reads it from the file's metadata
         self.rotary_emb = LlamaRotaryEmbedding(config)
 
     @property

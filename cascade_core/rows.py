@@ -29,6 +29,7 @@ class Row:
         # the blocks this run has taken: its next block's index, as its trace records it (a resumed run counts from
         # 0 again; a replay starts at the block it replays)
         self.blocks = 0
+        self.started = None  # when its prefill began (perf_counter): its wall clock's start (batch.py)
         # a replay's (cascade_core/replay.py): which block to record in full, asked (positions before it, the Block)
         # of every block, and that block's record
         self.watch, self.watched = None, None
