@@ -16,7 +16,7 @@ import torch
 from .blocks import block_in_full, decide, needs_target
 from .cached import CachedModel
 from .costs import best_gamma, priced_speedup
-from .prices import OVERHEAD, block_prices, context_ids, measure_prices, measured_prices
+from .prices import AutoPrices, context_ids, measure_prices, measured_prices
 from .rows import start_row
 from .rules import RULES
 from .sampling import finite, position_uniforms
@@ -36,8 +36,9 @@ class Batch:
     def __init__(self, pair, rows):
         self.pair, self.rows = pair, rows
         self.overhead = None  # the engine's own seconds in the last block beyond the model calls
+        self.prices = None  # gamma "auto"'s (AutoPrices), read off the pair once a row of it is here
         longest = max(max(AUTO_GAMMAS) if r.settings.gamma == AUTO else r.settings.gamma for r in rows)
-        self.price(rows)
+        self.read_prices(rows)
         length = max(len(r.trace.prompt_ids) + r.settings.max_new_tokens for r in rows) + longest + 1
         verifies_blocks = any(r.settings.rule != "target" and not r.settings.sequential for r in rows)
         counters = [r.counters for r in rows]
@@ -46,10 +47,11 @@ class Batch:
                                   feature_layers=pair.drafting.feature_layers(pair.draft))
         self.draft = pair.drafting(pair, counters, length)
 
-    def price(self, rows):
-        """gamma "auto"'s prices, measured before its first row reads anything, so that no row's clock counts them."""
-        if any(row.settings.gamma == AUTO for row in rows):
-            measure_auto_prices(self.pair)
+    def read_prices(self, rows):
+        """gamma "auto"'s prices, read (never measured: the caller measured them, ``priced``) once a row of it is
+        here."""
+        if self.prices is None and any(row.settings.gamma == AUTO for row in rows):
+            self.prices = AutoPrices.of(self.pair, AUTO_GAMMAS)
 
     def prefill(self):
         """Both models read every row's history; returns the rows whose prefill failed (they leave the batch)."""
@@ -57,7 +59,7 @@ class Batch:
 
     def join(self, rows):
         """Rows that join the batch between blocks (a lane's next run); returns those whose prefill failed."""
-        self.price(rows)
+        self.read_prices(rows)
         self.rows = self.rows + rows
         counters = [row.counters for row in rows]
         return self._read(rows, lambda histories: self.target.join(histories, counters),
@@ -158,9 +160,8 @@ class Batch:
         if row.settings.gamma != AUTO:
             return row.settings.gamma
         acceptance = (PRIOR_ACCEPTANCE * PRIOR_WEIGHT + row.accepted[0]) / (PRIOR_WEIGHT + row.accepted[1])
-        price = block_prices(self.pair, self.pair.prices[OVERHEAD])
-        gamma = best_gamma(acceptance, price, AUTO_GAMMAS)
-        if floored(row, priced_speedup(acceptance, gamma, *price(gamma))):
+        gamma = best_gamma(acceptance, self.prices, AUTO_GAMMAS)
+        if floored(row, priced_speedup(acceptance, gamma, *self.prices(gamma))):
             return TARGET_ALONE
         return gamma
 
@@ -202,6 +203,14 @@ def floored(row, speedup):
     return len(recent) < PROBE_EVERY or any(pos["source"] != "target" for pos in recent)
 
 
+def priced(pair, row):
+    """The row, after gamma "auto"'s prices were measured where it asks for them: the callers of the block loop
+    (engine.decode) see to it before a row decodes, so the loop only reads them (Batch.read_prices)."""
+    if row is not None and row.settings.gamma == AUTO:
+        measure_auto_prices(pair)
+    return row
+
+
 def measure_auto_prices(pair):
     """What gamma "auto" prices blocks with: the pair's calls and the engine's own time per block, measured once per
     pair (a server measures them before it serves, which the first call of gamma "auto" would otherwise do while
@@ -223,7 +232,7 @@ def run_prices(pair, gamma):
 def measure_overhead(pair, blocks=8, gamma=4):
     """The engine's own seconds per block beyond the model calls (the draws, the rule, the trace), measured once per
     pair on a solo run of ``blocks`` blocks (a 64-token context, as prices.py's calls) and kept with its prices."""
-    if OVERHEAD in pair.prices:
+    if pair.overhead is not None:
         return
     settings = RunSettings(gamma=gamma, max_new_tokens=blocks * (gamma + 1), stop_at_eos=False)
     row = start_row(pair, settings, prompt_ids=context_ids(pair.vocab_size))
@@ -234,4 +243,4 @@ def measure_overhead(pair, blocks=8, gamma=4):
         for _ in range(blocks):
             batch.step()
             seconds.append(batch.overhead)
-    pair.prices[OVERHEAD] = statistics.median(seconds[1:])
+    pair.overhead = statistics.median(seconds[1:])

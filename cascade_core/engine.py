@@ -3,17 +3,20 @@ cascade_core/rows.py) and takes blocks through the one block loop (cascade_core/
 running batch with one caller. ``batches``: the RunningBatches to decode in (a server's, shared by its calls);
 by default each call has its own. The block itself: cascade_core/batch.py; the algorithm: docs/spec.md.
 """
+from .batch import priced
 from .rows import row_of, start_row
 from .running import RunningBatches
 from .settings import MAX_BATCH_ROWS, RunSettings, check_rows
 
 
 def decode(pair, rows, successor=lambda row: None, batches=None):
-    """The block loop over started rows, in ``batches`` (or a RunningBatches of its own): RunningBatches.decode."""
+    """The block loop over started rows, in ``batches`` (or a RunningBatches of its own): RunningBatches.decode.
+    gamma "auto"'s prices are measured here, before a row of it joins (a successor's too), never in the loop."""
     if pair.compiled and len(rows) > 1:
         raise ValueError(f"the compiled static-cache path decodes one row at a time, not {len(rows)}; "
                          "load the pair without compile for batches")
-    return (RunningBatches() if batches is None else batches).decode(pair, rows, successor)
+    rows, next_row = [priced(pair, row) for row in rows], lambda row: priced(pair, successor(row))
+    return (RunningBatches() if batches is None else batches).decode(pair, rows, next_row)
 
 
 def stream_batch(pair, rows, *, gamma=4, batches=None):

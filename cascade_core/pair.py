@@ -21,6 +21,8 @@ class Pair:
     kernels: dict | None = None  # the measured matrix-product choice (see kernels.py), where one was made
     compiled: dict | None = None  # compiled forwards by role (see compiled.py): decoding then uses static caches
     prices: dict = field(default_factory=dict, repr=False)  # measured call seconds by (role, tokens): prices.py
+    # the engine's own seconds per block beyond the model calls, measured once (batch.measure_overhead)
+    overhead: float | None = field(default=None, repr=False)
     asked_precision: str | None = None  # what the loader was asked for (precision.py); None: the models as given
     precision_timings: dict | None = field(default=None, repr=False)  # what "auto" read, by role
     weights: str = ""  # where the weights came from, in words

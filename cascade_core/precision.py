@@ -218,6 +218,7 @@ def apply_precision(pair, precision, verdicts_path=None):
     pair.draft = convert(pair.draft, chosen["draft"], converted)
     pair.asked_precision = precision
     pair.prices.clear()  # its calls cost what the precision's calls cost
+    pair.overhead = None
     return pair
 
 

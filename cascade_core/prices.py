@@ -17,7 +17,6 @@ import torch
 from .cached import CachedModel, Counters
 
 CONTEXT = 64  # tokens already in the cache when a price is measured: a short answer's length
-OVERHEAD = ("engine", 1)  # the key of the engine's own seconds per block among a pair's prices (batch.py)
 
 
 def _synchronize(device):
@@ -111,7 +110,11 @@ def measured_prices(pair, gamma):
     if pair.compiled:
         return None
     measure_prices(pair, [gamma])
-    return Prices(*(pair.prices[key] for key in _calls(gamma)), gamma + 1, pair.prices.get(OVERHEAD, 0.0))
+    return _prices(pair, gamma)
+
+
+def _prices(pair, gamma):
+    return Prices(*(pair.prices[key] for key in _calls(gamma)), gamma + 1, pair.overhead or 0.0)
 
 
 def missing_prices(pair, gammas):
@@ -128,6 +131,28 @@ def measure_prices(pair, gammas):
     model = {"target": pair.target, "draft": pair.draft}
     pair.prices.update(calls_seconds({(role, n): (model[role], pair.vocab_size, n, None)
                                       for role, n in sorted(missing)}))
+
+
+@dataclass(frozen=True)
+class AutoPrices:
+    """What gamma "auto" prices each block length with (``by_gamma``: gamma -> Prices, the engine's own seconds per
+    block in each), as the block loop reads them: read off the pair, never measured there (the caller measured
+    them before any row of gamma "auto" decodes: batch.measure_auto_prices), so no row's clock counts them."""
+
+    by_gamma: dict
+
+    @classmethod
+    def of(cls, pair, gammas):
+        if missing_prices(pair, gammas) or pair.overhead is None:
+            raise ValueError('gamma "auto" reads prices measured before its rows decode (batch.measure_auto_prices), '
+                             "and this pair's are not")
+        return cls({gamma: _prices(pair, gamma) for gamma in gammas})
+
+    def __call__(self, gamma):
+        """(target, draft, verification, overhead) seconds of a block of gamma + 1 tokens, as costs.best_gamma reads
+        them."""
+        p = self.by_gamma[gamma]
+        return p.target, p.draft, p.verify, p.overhead
 
 
 def block_prices(pair, overhead=0.0):

@@ -6,9 +6,10 @@ import pytest
 
 from cascade_core import generate
 from cascade_core.costs import best_gamma, priced_speedup
-from cascade_core.batch import PRIOR_ACCEPTANCE, PRIOR_WEIGHT
-from cascade_core.settings import AUTO_GAMMAS
-from cascade_core.prices import block_prices, measured_prices
+from cascade_core.batch import PRIOR_ACCEPTANCE, PRIOR_WEIGHT, Batch
+from cascade_core.rows import start_row
+from cascade_core.settings import AUTO_GAMMAS, RunSettings
+from cascade_core.prices import block_prices, measured_prices, missing_prices
 
 
 def priced(pair, target, draft, verify_per_token, scale=1000.0):
@@ -75,3 +76,15 @@ def test_auto_gamma_is_refused_where_it_cannot_run(tiny64):
 
     with pytest.raises(ValueError, match='gamma "auto" changes the block length'):
         generate(compile_pair(tiny64), prompt_ids=[5], gamma="auto", max_new_tokens=2)
+
+
+def test_the_block_loop_reads_prices_and_never_measures_them(tiny64):
+    """A batch of a gamma "auto" row refuses a pair whose prices were not measured (nothing is measured inside the
+    loop, where a row's clock would count it); its caller (engine.decode) measures them before the row decodes."""
+    pair = replace(tiny64, prices={}, overhead=None)
+    row = start_row(pair, RunSettings(gamma="auto", max_new_tokens=4), prompt_ids=[5, 6, 7])
+    with pytest.raises(ValueError, match='gamma "auto" reads prices measured before its rows decode'):
+        Batch(pair, [row])
+    assert pair.prices == {} and pair.overhead is None
+    generate(pair, prompt_ids=[5, 6, 7], gamma="auto", max_new_tokens=4)
+    assert not missing_prices(pair, AUTO_GAMMAS) and pair.overhead > 0
