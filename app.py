@@ -26,8 +26,8 @@ def parse_args(argv=None):
                         help="decode on the compiled static-cache path: faster per token after a first compile "
                              "(about a minute and a half per shape on a CPU)")
     parser.add_argument("--precision", default=AUTO, choices=(AUTO, *PRECISIONS),
-                        help="the models' Linear layers on the CPU: auto (default: the faster, timed here, of fp32 and the "
-                             "precisions within MAX_TV of it), fp32 (as loaded), bf16, int8 or int8-fp32 "
+                        help="the models' Linear layers on the CPU: auto (default: the faster, timed here, of fp32 "
+                             "and the precisions within MAX_TV of it), fp32 (as loaded), bf16, int8 or int8-fp32 "
                              "(cascade_core/precision.py)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to bind (default 127.0.0.1: this machine only)")

@@ -135,7 +135,8 @@ def run_call_tokens(arguments):
 
 def with_heads_only(arguments):
     """For @gpu: whether every run of a call drafts with an EAGLE-3 head."""
-    return all(drafts_with_a_head(arguments["self"].default_pair_spec, draft) for draft in row_drafts(arguments["draft"]))
+    return all(drafts_with_a_head(arguments["self"].default_pair_spec, draft)
+               for draft in row_drafts(arguments["draft"]))
 
 
 def compare_draft(text):
@@ -195,8 +196,8 @@ class CompareHandlers:
         settings, traces = [row.settings for row in rows], []
         special = frozenset().union(*(special_ids(self.pairs.get(s.pair_spec)) for s in settings))
         for traces in ENGINE.iterate(compare_steps(self.pairs, settings), tokens_asked(settings)):
-            yield (gr.skip(), compare_html([(row.name, t.positions, t.sources) for row, t in zip(rows, traces)], special),
-                   gr.skip(), progress_line(traces))
+            shown = [(row.name, t.positions, t.sources) for row, t in zip(rows, traces)]
+            yield gr.skip(), compare_html(shown, special), gr.skip(), progress_line(traces)
         stats = [ENGINE.call(row_stats, self.pairs.get(row.settings.pair_spec), t, row.name)
                  for row, t in zip(rows, traces)]
         yield (list(zip(rows, traces)), gr.skip(), compare_stats_markdown(stats),

@@ -33,7 +33,8 @@ STEPS = (
          "Its risk at a position weighs each model's loss under the true next-token distribution $P$, and a "
          "sequential cascade, which calls the target only where it defers, pays a fixed price $\\alpha$ for every "
          "deferral:"
-         "$$L_{\\text{def}}(r) = \\mathbb{E}_{v \\sim P}\\big[(1 - r)\\,\\ell(v, q) + r\\,(\\ell(v, p) + \\alpha)\\big],$$"
+         "$$L_{\\text{def}}(r) = \\mathbb{E}_{v \\sim P}"
+         "\\big[(1 - r)\\,\\ell(v, q) + r\\,(\\ell(v, p) + \\alpha)\\big],$$"
          "that is, $(1 - r)\\,\\ell_q + r\\,(\\ell_p + \\alpha)$, where $\\ell_q$ and $\\ell_p$ are the draft's "
          "and the target's expected losses there. Without the price, deferring would win wherever the target is the "
          "better model.",
@@ -117,10 +118,10 @@ STEPS = (
          "It is an estimate of Lemma 4's rule, not the rule itself: it trusts each model's confidence. With the "
          "0-1 loss, what it gives up against the optimal rule, $L_{\\text{spec}}(\\hat r_{\\text{opt}}) - "
          "\\min_r L_{\\text{spec}}(r)$, is at most how far each model is from the true distribution (Lemma 5): "
-         "$\\max_v |P(v) - q(v)| + \\max_v |P(v) - p(v)|$. So opt is only as good as the models are calibrated: the paper's own explanation of why opt does less well "
-         "on Gemma than on T5 (on GSM8K clearly worse at low rejection rates): with a 2B draft and a 27B target, the "
-         "target's probabilities are the better confidence signal for both models, the signal the token rule v3 "
-         "uses.",
+         "$\\max_v |P(v) - q(v)| + \\max_v |P(v) - p(v)|$. So opt is only as good as the models are calibrated: "
+         "the paper's own explanation of why opt does less well on Gemma than on T5 (on GSM8K clearly worse at low "
+         "rejection rates): with a 2B draft and a 27B target, the target's probabilities are the better confidence "
+         "signal for both models, the signal the token rule v3 uses.",
          f"For {EXAMPLE}, for which alphas does opt defer?",
          (Answer("alpha < 0.75."),
           Answer("alpha < 0.3.", "That is diff's a* = max p - max q; opt divides the gap by TV = 0.4."),

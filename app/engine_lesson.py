@@ -32,8 +32,8 @@ def look_for_engines(rules):
         numbers = dissect(rule, q, p, alpha)
         kept = [t for t, defers in zip(labels, numbers["defers"]) if not defers]  # alpha >= a*: its set A
         name = f"{rule}{f' alpha {alpha:g}' if RULES[rule].alpha_used else ''}"
-        lines.append(f"| {name} | {', '.join(kept) or 'none'} | {number(rejection_terms(rule, q, p, alpha).total, 4)} | "
-                     f"{number(tv_to_p(numbers), 4)} |")
+        rejection = number(rejection_terms(rule, q, p, alpha).total, 4)
+        lines.append(f"| {name} | {', '.join(kept) or 'none'} | {rejection} | {number(tv_to_p(numbers), 4)} |")
         places.append(f"- **{rule}**: {FAMILY[rule]}.")
     return ("| rule | A: kept outright | P(rejected) | TV(output, p) |\n|---|---|---|---|\n" + "\n".join(lines) +
             "\n\nOn the paper's map:\n\n" + "\n".join(places) + "\n\nrelaxed keeps v2's set and pays for it: every "

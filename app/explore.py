@@ -153,12 +153,12 @@ class ExploreHandlers:
             reproducible=False, inspected=None, request: gr.Request = None):
         """Run from scratch, streaming block by block (the page's one run: see ``_supervised``); ``inspected``: the
         position the inspector shows, re-targeted to the new run."""
-        views = self._run(prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-                          reproducible)
+        views = self._run(prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+                          cost_ratio, reproducible)
         yield from self._supervised(views, request, rule, alpha, cost_ratio, inspected=inspected)
 
-    def rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-              reproducible=False, inspected=None, request: gr.Request = None):
+    def rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+              cost_ratio, reproducible=False, inspected=None, request: gr.Request = None):
         """Continue pressed: finish a stopped run, or regenerate what changed settings change (see ``_rerun``), as
         the page's one run."""
         views = self._rerun(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens,
@@ -229,8 +229,8 @@ class ExploreHandlers:
 
     @warns_in_page(status_only)
     @gpu(lambda a: a["max_new_tokens"], lambda a: drafts_with_a_head(a["pair_spec"], a["draft"]))
-    def _rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed, cost_ratio,
-               reproducible=False, pressed=True):
+    def _rerun(self, run, prompt, pair_spec, draft, chat, rule, alpha, gamma, temperature, max_new_tokens, seed,
+               cost_ratio, reproducible=False, pressed=True):
         """From the first flipped token after a rule/alpha change, from scratch after any other change (gamma
         alone: same text, new costs). Where nothing changed, only a pressed Continue says so: a regeneration's word
         would replace the status of a run that has just shown its own settings' result."""
@@ -340,7 +340,8 @@ class ExploreHandlers:
     @raises_for_client
     def api_run(self, prompt: str, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, gamma: int | str = "auto",
                 temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                seed: int = DEFAULT_SEED, draft: str = "", reproducible: bool = False, request: gr.Request = None) -> str:
+                seed: int = DEFAULT_SEED, draft: str = "", reproducible: bool = False,
+                request: gr.Request = None) -> str:
         """Run the cascade on the app's default pair with the page's defaults (gamma: a number, or "auto"; draft:
         "model", "head", or empty for the page's default draft; reproducible: decode alone, bitwise the solo run,
         instead of beside other calls' rows, whose near-ties the trace marks). Its last value is the trace as JSON

@@ -85,7 +85,8 @@ element.addEventListener('mouseover', show);
 element.addEventListener('focusin', show);
 element.addEventListener('mouseout', hideTip);
 element.addEventListener('focusout', hideTip);
-element.addEventListener('mouseleave', () => plots().forEach((plot) => window.Plotly && window.Plotly.Fx.unhover(plot)));
+element.addEventListener('mouseleave',
+  () => plots().forEach((plot) => window.Plotly && window.Plotly.Fx.unhover(plot)));
 new MutationObserver(() => plots().forEach((plot) => {
   if (plot.dataset.linked) return;
   plot.dataset.linked = '1';
@@ -103,8 +104,8 @@ LOOK_FOR = ("**What to look for:** blue tokens are the draft's (the rule did not
             "rule's test, max q, max p, TV). Drag alpha (larger: less deferral): grey tokens may change, outlined "
             "ones are decided otherwise.")
 APPLY_HINT = ("Every setting applies when you let go of it (a slider on release, a typed number on Enter, a menu "
-              "or box on choice): the run is regenerated from the first token it changes. The prompt runs on Shift+Enter "
-              "or Run; Continue finishes a stopped run.")
+              "or box on choice): the run is regenerated from the first token it changes. The prompt runs on "
+              "Shift+Enter or Run; Continue finishes a stopped run.")
 
 
 @dataclass
@@ -141,8 +142,8 @@ def build_explore(handlers: ExploreHandlers, pair_spec, public):
     settings = [c[name] for name in ("prompt", "pair", "draft", "chat", "rule", "alpha", "gamma", "temperature",
                                      "max_new_tokens", "seed")] + [o["cost_ratio"], c["reproducible"], o["inspected"]]
     view = list(View(run_state, o["answer"], o["stats"], o["speedup"], o["step_plot"], o["alpha_plot"],
-                     o["decision_plot"], o["acceptance_plot"], c["status"], o["note"], o["inspector_text"], o["inspector_plot"],
-                     o["inspected"], *block_outputs(o["block"])))
+                     o["decision_plot"], o["acceptance_plot"], c["status"], o["note"], o["inspector_text"],
+                     o["inspector_plot"], o["inspected"], *block_outputs(o["block"])))
     after_run = wire(handlers, c, o, run_state, settings, view)
     fields = {name: c[name] for name in ("prompt", "draft", "rule", "alpha", "gamma", "temperature", "seed",
                                          "max_new_tokens", "reproducible")}

@@ -116,4 +116,5 @@ def settings_note(run, prompt, pair_spec, draft, chat, rule, alpha, gamma, tempe
     if not said:
         return ""
     return (f'<div class="run-note"><strong>Not these settings.</strong> The run shown was made with '
-            f'{html.escape("; ".join(phrase for _, phrase in said))}. Letting go of a control regenerates the run; Run starts afresh.</div>')
+            f'{html.escape("; ".join(phrase for _, phrase in said))}. Letting go of a control regenerates the run; '
+            'Run starts afresh.</div>')

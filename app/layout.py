@@ -52,7 +52,8 @@ def build_app(pair_spec=None, public=None, pairs=None):
     demo = gr.Blocks(title="Speculative Cascades Explorer", analytics_enabled=False)
     unread = functools.partial(unread_messages, demo)
     handlers = dict(explore=ExploreHandlers(pairs, pair_spec, unread=unread),
-                    compare=CompareHandlers(pairs, pair_spec, unread), tradeoff=TradeoffHandlers(pairs, pair_spec, unread),
+                    compare=CompareHandlers(pairs, pair_spec, unread),
+                    tradeoff=TradeoffHandlers(pairs, pair_spec, unread),
                     sandbox=SandboxHandlers(), strategies=StrategiesHandlers(pairs, pair_spec, unread))
     handlers["learn"] = LearnHandlers(pairs, pair_spec, handlers["tradeoff"])
     with demo:
@@ -182,8 +183,8 @@ def launch(demo, host="127.0.0.1", port=None, share=False, prevent_thread_lock=F
                        admit=functools.partial(size_refusal, demo))
     send_results_once(demo._queue)
     launched = demo.launch(
-        server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet, max_threads=WORKER_THREADS,
-        css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
+        server_name=host, server_port=port, share=share, prevent_thread_lock=True, quiet=quiet,
+        max_threads=WORKER_THREADS, css_paths=[ASSETS / "style.css"], footer_links=["api", "gradio"])
     keep_pages(demo)
     if not prevent_thread_lock:  # the main thread has nothing else to do: the engine runs on it
         try:

@@ -28,8 +28,8 @@ from .worker import ENGINE
 
 TAB_NAMES = {"explore": "Explore", "compare": "Compare", "tradeoff": "Trade-off", "sandbox": "Sandbox",
              "strategies": "Strategies"}
-WAITING = ("*Commit to an answer first, then run it: whether it held, and what to look for, appear here with this run's "
-           "numbers.*")
+WAITING = ("*Commit to an answer first, then run it: whether it held, and what to look for, appear here with this "
+           "run's numbers.*")
 NOT_COMMITTED = ("*This run started before an answer was committed: pick one above and run it again to see whether "
                  "it holds.*")
 LOOK_FOR = "**What to look for in this run**\n\n"

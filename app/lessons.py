@@ -7,8 +7,8 @@ from typing import Callable
 from cascade_core import RULES
 from cascade_core.strategies import REPEATS
 
-from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandbox, held_speculative, held_timed, held_tv,
-                           held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,
+from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandbox, held_speculative, held_timed,
+                           held_tv, held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,
                            look_for_speculative, look_for_timed, look_for_tv, look_for_why, start_table, timed_doubt,
                            why_doubt)
 from .engine_lesson import held_engines, look_for_engines

@@ -1,9 +1,9 @@
 """Links that restore a view: query parameters named like the API's fields (``tab``, ``prompt``, ``draft``, ``rule``,
 ``alpha``, ``gamma``, ``temperature``, ``seed``, ``max_new_tokens``; ``step`` for a lesson; and each tab's own:
-Explore's ``reproducible``, Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies' ``threshold``, the Sandbox's
-``tokens``, ``q`` and ``p``) set a tab and its controls, ``run=1`` runs it, and the "copy link" control writes the
-link of the view on screen. A bad value gets one sentence naming it and leaves that control at its default; the
-rest of the link still applies."""
+Explore's ``reproducible``, Compare's ``rows``, the Trade-off's ``rules`` and ``alphas``, the Strategies'
+``threshold``, the Sandbox's ``tokens``, ``q`` and ``p``) set a tab and its controls, ``run=1`` runs it, and the
+"copy link" control writes the link of the view on screen. A bad value gets one sentence naming it and leaves that
+control at its default; the rest of the link still applies."""
 import itertools
 from dataclasses import dataclass, field
 from typing import Callable
@@ -93,7 +93,8 @@ def read_link(params, linked_by_tab):
     """(the tab's Linked, {field: value}, whether to run, [one sentence per bad value]) from query parameters.
     Fields the tab has no control for are ignored; unknown names and bad values are reported."""
     params, errors = dict(params), []
-    known = tuple(dict.fromkeys(("tab", "run") + FIELDS + tuple(n for l in linked_by_tab.values() for n in l.parsers)))
+    parsed = tuple(name for each in linked_by_tab.values() for name in each.parsers)
+    known = tuple(dict.fromkeys(("tab", "run") + FIELDS + parsed))
     for name in [n for n in params if n not in known]:
         errors.append(f"the link's {shown(name)} is not a setting; a link may set {', '.join(known)}")
         params.pop(name)
@@ -105,7 +106,8 @@ def read_link(params, linked_by_tab):
     if run not in ("0", "1"):
         errors.append(f"run must be 1 (run the view) or 0, got {shown(run)}")
     linked, values = linked_by_tab[tab], {}
-    for name in dict.fromkeys(FIELDS + tuple(linked.parsers)):  # rule before alpha: alpha is checked against the link's rule
+    # rule before alpha: alpha is checked against the link's rule
+    for name in dict.fromkeys(FIELDS + tuple(linked.parsers)):
         if name in params and name in linked.defaults:
             try:
                 values[name] = checked(name, params[name], linked, values)

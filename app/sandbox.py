@@ -181,7 +181,8 @@ def build_sandbox(handlers, explore, values):
                     cells[2].append(gr.Slider(0, 1, value=p[i], step=0.01, label="p", min_width=110, scale=2,
                                               elem_id=f"sandbox-p-{i}"))
             with gr.Row():
-                position = gr.Number(None, precision=0, label="Explore token #", min_width=100, elem_id="sandbox-position")
+                position = gr.Number(None, precision=0, label="Explore token #", min_width=100,
+                                     elem_id="sandbox-position")
                 load = gr.Button("Load q and p from Explore's run", elem_id="sandbox-load")
             stale = gr.HTML("", elem_id="sandbox-stale")
         with gr.Column(scale=2):
@@ -206,7 +207,8 @@ def build_sandbox(handlers, explore, values):
                **QUEUED_INSTANT).then(handlers.update_loaded, everything, outputs, **live).then(
         handlers.stale, [explore.run_state, loaded], stale, **INSTANT)
     # the answer in Explore changes with every run: the loaded position is marked when it is no longer its run's
-    View(*explore.view).answer.change(handlers.stale, [explore.run_state, loaded], stale, trigger_mode="always_last", **INSTANT)
+    View(*explore.view).answer.change(handlers.stale, [explore.run_state, loaded], stale, trigger_mode="always_last",
+                                      **INSTANT)
     return dict(rule=rule, alpha=alpha,
                 tokens=LinkField(cells[0], lambda *labels: json.dumps(list(labels), ensure_ascii=False)),
                 q=LinkField(cells[1], lambda *q: ",".join(f"{v:g}" for v in q)),

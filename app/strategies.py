@@ -149,8 +149,8 @@ def build_strategies(handlers, values):
             rule = gr.Dropdown(list(CASCADE_RULES), value=values["rule"], label="Rule", elem_id="strategies-rule")
             alpha = alpha_slider(values["rule"], values["alpha"], elem_id="strategies-alpha")
             threshold = gr.Slider(0, 1, value=values["threshold"], step=0.01, elem_id="strategies-threshold",
-                                  label="cascade threshold (a SeqCascade variant, Eq. 1): the target answers again if the "
-                                        "draft's mean max q is below")
+                                  label="cascade threshold (a SeqCascade variant, Eq. 1): the target answers again "
+                                        "if the draft's mean max q is below")
             gamma, temperature, max_new_tokens, seed = run_controls(values, auto_gamma=True)
             run = gr.Button("Run the target alone and the four strategies", variant="primary", elem_id="strategies-run")
             status = gr.Markdown("", elem_id="strategies-status")

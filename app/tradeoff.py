@@ -125,8 +125,8 @@ class TradeoffHandlers:
             gr.Warning("Run the trade-off first, then choose one of its points.")
             return NOT_OPENED
         point = summarise(rows)[int(index)]
-        return opened_in_explore(prompt, draft, point["rule"], point["alpha"] or 0.0, gamma, temperature, max_new_tokens,
-                                 seed) + [gr.Tabs(selected="explore")]
+        return opened_in_explore(prompt, draft, point["rule"], point["alpha"] or 0.0, gamma, temperature,
+                                 max_new_tokens, seed) + [gr.Tabs(selected="explore")]
 
     @staticmethod
     def upload(file, x_axis, c, quality=DEFAULT_QUALITY):
@@ -145,7 +145,8 @@ class TradeoffHandlers:
             return rows, figure, f"Loaded {plural(len(rows), 'row')}."
         # a 401-digit number (OverflowError) or JSON nested past Python's limit (RecursionError) included
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
-            return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {markdown_text(f'{type(error).__name__}: {error}')}"
+            reason = markdown_text(f"{type(error).__name__}: {error}")
+            return gr.skip(), gr.skip(), f"⚠️ not a sweep's rows.jsonl: {reason}"
 
     @raises_for_client
     def api_frontier(self, prompt: str, rules: list, alphas: str = DEFAULTS["alphas"], gamma: int = DEFAULTS["gamma"],

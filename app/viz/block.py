@@ -55,7 +55,8 @@ def proposal_rows(replay, step):
         row_class = ' class="discarded"' if discarded else ""
         rows.append(f"<tr{row_class}>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     at = f" (T = {replay['settings']['temperature']:g})"  # the sampling distributions; the hover card's are T = 1's
-    head = ["", "proposal", f"q(x){at}", f"p(x){at}" if step >= 2 else ""] + (["π(x)", "keep test"] if step >= 3 else [])
+    head = (["", "proposal", f"q(x){at}", f"p(x){at}" if step >= 2 else ""]
+            + (["π(x)", "keep test"] if step >= 3 else []))
     return ('<table class="block-table"><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) +
             "</table>")
 
@@ -66,8 +67,8 @@ def stage_text(replay, step):
     settings, correction = replay["settings"], replay["correction"]
     if step == 1:
         return (f"The {DRAFTS.get(replay['draft'], 'draft')} samples {n} proposals one after another, "
-                f"x<sub>j</sub> from q<sub>j</sub> with its position's uniform (temperature {settings['temperature']:g}): "
-                f"{n} draft calls.")
+                f"x<sub>j</sub> from q<sub>j</sub> with its position's uniform "
+                f"(temperature {settings['temperature']:g}): {n} draft calls.")
     if step == 2:
         read = "[last]" if n == 1 else f"[last, x<sub>0</sub> .. x<sub>{n - 2}</sub>]"
         return (f"One target call reads {read} and returns p<sub>j</sub> at all {n} positions at once, as if the "
@@ -75,8 +76,8 @@ def stage_text(replay, step):
     if step == 3:
         keep = "min(1, p(x) / ((1 − α) q(x)))" if settings["rule"] == "lossy" else "min(1, π(x) / q(x))"
         return (f"π<sub>j</sub> = {html.escape(settings['rule'])}(q<sub>j</sub>, p<sub>j</sub>, α = "
-                f"{number(settings['alpha'])}); in order, x<sub>j</sub> is kept with probability {keep}. The mark is the "
-                "position's uniform u: kept exactly when it falls inside the bar." +
+                f"{number(settings['alpha'])}); in order, x<sub>j</sub> is kept with probability {keep}. The mark is "
+                "the position's uniform u: kept exactly when it falls inside the bar." +
                 (GREEDY if settings["temperature"] == 0 else ""))
     if step == 4:
         if correction is None:

@@ -40,7 +40,8 @@ def compare_html(rows, special=frozenset(), opens=True):
                             special=pos["token"] in special)
                  for i, (pos, source) in enumerate(zip(positions, sources))]
         note = "" if split is None else f'<span class="diverge-note">leaves the row above at #{split}</span>'
-        name = (f'<button class="row-label" data-row="{r}" title="open this row in Explore">{html.escape(label)}</button>'
+        name = (f'<button class="row-label" data-row="{r}" title="open this row in Explore">'
+                f'{html.escape(label)}</button>'
                 if opens else f'<span class="row-label">{html.escape(label)}</span>')
         lines.append(f'<div class="compare-row" data-row="{r}">{name}{note}'
                      f'<div class="tokens aligned">{"".join(cells)}</div></div>')
@@ -54,17 +55,17 @@ STATS_NOTE = ("Mean TV to the target: per position, the total-variation distance
               "emitted token follows (pi) and the target's p there, averaged over the text; 0 is the target's "
               "distribution (lossless, target-only). Exact, from the trace, but a distance from the target, not a "
               "quality score. Target NLL is a diagnostic: text the target finds likelier, not better text. "
-              "Speed-up over the target alone: the row's acceptance priced with its own draft's calls as measured on this machine "
-              "(c: one of its draft's calls over one target call, each draft's own), the number Explore shows for the "
-              "same text.")
+              "Speed-up over the target alone: the row's acceptance priced with its own draft's calls as measured on "
+              "this machine (c: one of its draft's calls over one target call, each draft's own), the number Explore "
+              "shows for the same text.")
 
 
 def compare_stats_markdown(stats_rows):
     """stats_rows: dicts with label, target_calls, deferral_rate, acceptance_rate, tv_to_target, target_nll, speedup,
     c."""
     # headers broken into lines by hand: the table then fits a wide page without breaking a word (a phone scrolls it)
-    lines = ["| row | target<br>calls | deferral | acceptance | mean TV<br>to the target | target NLL<br>(diagnostic) | "
-             "speed-up over<br>the target alone |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| row | target<br>calls | deferral | acceptance | mean TV<br>to the target | "
+             "target NLL<br>(diagnostic) | speed-up over<br>the target alone |", "|---|---:|---:|---:|---:|---:|---:|"]
     for s in stats_rows:
         rate = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731
         speed = "–" if s["speedup"] is None else f"{s['speedup']:.2f}×" + (

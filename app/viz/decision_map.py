@@ -51,7 +51,8 @@ def decision_map_figure(positions, rule, alpha, also=None):
         if chosen:
             tv, gap, _, text = zip(*chosen)
             fig.add_trace(go.Scatter(x=np.array(tv), y=np.array(gap), mode="markers", name=f"{rule} {verb}",
-                                     marker=dict(color=colour, symbol=symbol, size=8, line=dict(color="#333", width=0.5)),
+                                     marker=dict(color=colour, symbol=symbol, size=8,
+                                                 line=dict(color="#333", width=0.5)),
                                      customdata=np.array(text, dtype=object),
                                      hovertemplate="%{customdata}<br>TV = %{x:.3f}, max p − max q = %{y:.3f}"
                                                    "<extra></extra>"))

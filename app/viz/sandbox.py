@@ -125,10 +125,10 @@ def cost_html(rule, cost):
                 f"r TV(p, q) = {ours.eta:g} × {lossless.total:.4f} = {ours.total:.4f}, {beside}.")
     else:
         text = (f"Eq. 11's pi in Lemma 3's sum: {rule} rejects the draft's token with probability eta Σ_(v in A) p(v) "
-                f"+ Σ_(v not in A) max(0, eta p(v) − q(v)) = {ours.kept:.4f} + {ours.deferred:.4f} = {ours.total:.4f} (eta = "
-                f"{ours.eta:.3f}), {beside}. Not r TV (Lemma 3 is a position rule's): a proposal outside A passes "
-                "only with min(1, eta p(v) / q(v)), so a token rule can reject more often than lossless, and need not "
-                "reject less as alpha grows.")
+                f"+ Σ_(v not in A) max(0, eta p(v) − q(v)) = {ours.kept:.4f} + {ours.deferred:.4f} = "
+                f"{ours.total:.4f} (eta = {ours.eta:.3f}), {beside}. Not r TV (Lemma 3 is a position rule's): a "
+                "proposal outside A passes only with min(1, eta p(v) / q(v)), so a token rule can reject more often "
+                "than lossless, and need not reject less as alpha grows.")
     return f'<p class="cost" id="sandbox-cost">{html.escape(text)}</p>'
 
 

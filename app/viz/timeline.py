@@ -27,8 +27,9 @@ def lanes_figure(lanes):
     for lane in lanes:
         ran = lane["totals"] is not None
         fig.add_annotation(x=max((end for _, _, end in lane["calls"]), default=0), y=lane["name"], showarrow=False,
-                           xanchor="left", text=f" {lane['totals']['engine_seconds']:.2f} s on the engine's clock" if ran
-                           else " not run: it needs the draft alone",
+                           xanchor="left",
+                           text=(f" {lane['totals']['engine_seconds']:.2f} s on the engine's clock" if ran
+                                 else " not run: it needs the draft alone"),
                            font=dict(size=12, color=None if ran else "#666"))
     fig.update_layout(barmode="overlay", height=110 + 70 * len(lanes), bargap=0.35,
                       title=dict(text="Every draft and target call, on one clock", font=dict(size=14)),
@@ -51,12 +52,14 @@ def lanes_html(lanes, rule, special=frozenset()):
         extra = ""
         if "confidence" in t:
             extra = (f"; mean max q {t['confidence']:.2f} {'<' if t['deferred'] else '>='} threshold "
-                     f"{t['threshold']:.2f}: {'the target answered again' if t['deferred'] else 'the draft answer stands'}")
+                     f"{t['threshold']:.2f}: "
+                     f"{'the target answered again' if t['deferred'] else 'the draft answer stands'}")
         speedup = "" if t.get("speedup") is None else (
             f'; speed-up over the target alone <span class="lane-speedup">{t["speedup"]:.2f}×</span> (priced with this '
             "machine's measured calls, as Explore and Compare price it)")
-        parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4><p class="totals">{t["engine_seconds"]:.2f} s '
-                     f"on the engine's clock ({t['seconds']:.2f} s on the wall), {t['tokens']} tokens, {t['target_calls']} target calls, "
+        parts.append(f'<div class="lane"><h4>{html.escape(lane["name"])}</h4>'
+                     f'<p class="totals">{t["engine_seconds"]:.2f} s on the engine\'s clock ({t["seconds"]:.2f} s on '
+                     f"the wall), {t['tokens']} tokens, {t['target_calls']} target calls, "
                      f"{t['draft_calls']} draft calls{html.escape(extra)}{speedup}</p>"
                      f"{tokens_html(lane['positions'], lane['sources'], rule, special=special)}</div>")
     return "".join(parts)

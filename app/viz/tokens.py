@@ -119,8 +119,8 @@ def tokens_html(positions, sources, rule, first_changed=None, running=False, not
         if first_changed is not None and i >= first_changed:
             source = "will-change"
             extra += (" flip" if i == first_changed else "") + (" decided-otherwise" if i in decides else "")
-        spans.append(token_span(i, pos, source, rule, extra, tabindex=(0 if i == focused else -1) if focusable else None,
-                                special=pos.get("token") in special))
+        tabindex = (0 if i == focused else -1) if focusable else None
+        spans.append(token_span(i, pos, source, rule, extra, tabindex=tabindex, special=pos.get("token") in special))
     if not positions and not running:
         return '<div class="tokens empty-answer">Run the cascade to see its tokens here.</div>'
     if running:
@@ -176,4 +176,5 @@ def explain(rule, pos, alpha):
     if not deferred(rule, pos, alpha):
         return (f"{rule} did not defer: {compare}, so the draft's {proposal} stands "
                 f"(it would defer for alpha < a* = {a_text}).")
-    return f"{rule} deferred: {compare} (alpha < a* = {a_text}), so the draft's {proposal} went to the target; {outcome}."
+    return (f"{rule} deferred: {compare} (alpha < a* = {a_text}), so the draft's {proposal} went to the target; "
+            f"{outcome}.")
