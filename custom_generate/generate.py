@@ -14,13 +14,14 @@ Extra arguments: ``draft_head`` (a Hub id or folder of an EAGLE-3 head for the t
 defaults to ``num_assistant_tokens`` as passed, or 4), ``seed`` (defaults to a draw from torch's global
 generator, so ``torch.manual_seed`` makes runs repeatable) and ``precision`` (the Linear layers' weights on the CPU:
 "fp32", the models as passed, by default; "bf16", "int8", "int8-fp32", or "auto" (bf16 where timed faster on this
-machine, else fp32): the target and the draft are converted in place and stay so; see precision.py). Everything else is read the way
-``generate`` reads it, by ``generate`` itself: the lengths (``max_new_tokens``, ``max_length``, ``min_new_tokens``,
-``min_length``), ``eos_token_id``, ``pad_token_id``, ``stopping_criteria`` and ``stop_strings``, ``streamer``
-(the prompt, then every token as its block is verified) and ``return_dict_in_generate``. A batch keeps its
-layout (left padding included: ``output[:, input_ids.shape[1]:]`` are the new tokens, finished rows padded
-with ``pad_token_id``) and runs as one batch of the engine, each row its solo run. What the cascade cannot do
-(beam search, several sequences per prompt, per-step scores, logits processors) is refused naming the argument.
+machine, else fp32): the target and the draft are converted in place and stay so; see precision.py). Everything
+else is read the way ``generate`` reads it, by ``generate`` itself: the lengths (``max_new_tokens``,
+``max_length``, ``min_new_tokens``, ``min_length``), ``eos_token_id``, ``pad_token_id``, ``stopping_criteria`` and
+``stop_strings``, ``streamer`` (the prompt, then every token as its block is verified) and
+``return_dict_in_generate``. A batch keeps its layout (left padding included: ``output[:, input_ids.shape[1]:]``
+are the new tokens, finished rows padded with ``pad_token_id``) and runs as one batch of the engine, each row its
+solo run. What the cascade cannot do (beam search, several sequences per prompt, per-step scores, logits
+processors) is refused naming the argument.
 """
 import functools
 import warnings

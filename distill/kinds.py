@@ -50,8 +50,10 @@ SPANISH = ["el perro duerme en la cama", "mañana vamos al mercado", "mi hermano
 GERMAN = ["der Hund schläft im Garten", "wir fahren morgen nach Berlin", "das Wetter ist heute schön",
           "meine Mutter kocht Suppe", "der Zug hat Verspätung"]
 COUNTRIES = {"es": ["Chile", "Perú", "México", "España", "Colombia", "Portugal", "Italia", "Canadá", "Japón", "Egipto"],
-             "fr": ["Chili", "Pérou", "Mexique", "Espagne", "Colombie", "Portugal", "Italie", "Canada", "Japon", "Égypte"],
-             "de": ["Chile", "Peru", "Mexiko", "Spanien", "Kolumbien", "Portugal", "Italien", "Kanada", "Japan", "Ägypten"]}
+             "fr": ["Chili", "Pérou", "Mexique", "Espagne", "Colombie", "Portugal", "Italie", "Canada", "Japon",
+                    "Égypte"],
+             "de": ["Chile", "Peru", "Mexiko", "Spanien", "Kolumbien", "Portugal", "Italien", "Kanada", "Japan",
+                    "Ägypten"]}
 LANGUAGE_TEMPLATES = (["Traduis en anglais : {s}."], ["Traduce al inglés: {s}."], ["Übersetze ins Englische: {s}."])
 QUESTIONS = [("es", "¿Cuál es la capital de {c}?"), ("fr", "Quelle est la capitale du pays suivant : {c} ?"),
              ("es", "¿Qué idioma se habla en {c}?"), ("de", "Was ist die Hauptstadt von {c}?"),

@@ -58,7 +58,8 @@ def report(work, out, gamma_max=4, n_tokens=48, say=print):
         f"- Measured lossless acceptance with the engine (T = 1, gamma = {gamma_max}, {n_tokens} tokens per prompt): "
         f"**{acceptance:.3f}**.",
         f"- Cost ratio c = draft / target cached forward = **{c:.2f}**.", "",
-        "| gamma | tokens/s | measured speed-up vs target-only | cost-model estimate (g + 1 draft calls) | acceptance |",
+        "| gamma | tokens/s | measured speed-up vs target-only | cost-model estimate (g + 1 draft calls) "
+        "| acceptance |",
         "|---|---|---|---|---|",
         f"| target only | {speed[None][0]:.1f} | 1.00x | - | - |",
     ]

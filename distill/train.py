@@ -101,10 +101,12 @@ def round_prompts(prompts, round_index, n):
 
 def learning_rate(args, step, seconds, budget):
     """Linear warm-up over 50 steps, then cosine decay to a tenth over the time budget."""
-    return args.lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, seconds / budget))))
+    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, seconds / budget)))  # 1 at the start, 0 at the budget's end
+    return args.lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * cosine)
 
 
-TRAINING_OPTIONS = ("layers", "minutes", "round_prompts", "answer_tokens", "gen_batch", "batch_tokens", "lr", "tv_weight")
+TRAINING_OPTIONS = ("layers", "minutes", "round_prompts", "answer_tokens", "gen_batch", "batch_tokens", "lr",
+                    "tv_weight")
 
 
 def training_options(args, names=TRAINING_OPTIONS):
@@ -181,7 +183,8 @@ def train(pair, work, args, say):
     with open(curve_path, "a", newline="") as f:
         log = csv.writer(f)
         if new_curve:
-            log.writerow(["round", "step", "tokens", "minutes", "train_loss", "eval_kl", "eval_top1", "eval_acceptance"])
+            log.writerow(["round", "step", "tokens", "minutes", "train_loss", "eval_kl", "eval_top1",
+                          "eval_acceptance"])
         while not done():
             start = time.perf_counter()
             examples = data.sampled_answers(pair, round_prompts(prompts, state["round"], args.round_prompts),

@@ -21,7 +21,8 @@ from .sweep import LANES, sweep
 
 
 def parse_args(argv):
-    p = OneLineErrors(prog="python -m sweeps", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineErrors(prog="python -m sweeps", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pair", default="bundled", help="tiny | bundled | 'draft_id -> target_id'")
     p.add_argument("--draft", help="model | head (the pair's independent draft or its EAGLE-3 head), or a draft "
                                    "model's or an EAGLE-3 head's hub id or folder for the pair's target")
@@ -67,8 +68,8 @@ def main(argv=None):
 
         rows = sweep(args.pair, prompts, [r for r in args.rules.split(",") if r], args.alphas, seeds(args.seeds),
                      gamma=args.gamma, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                     share_prefix=not args.no_share, lanes=args.lanes, ray=args.ray, ray_address=args.ray_address, out=args.out,
-                     progress=progress)
+                     share_prefix=not args.no_share, lanes=args.lanes, ray=args.ray, ray_address=args.ray_address,
+                     out=args.out, progress=progress)
     except ValueError as error:
         if bar is not None:
             bar.close()

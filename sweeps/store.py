@@ -17,7 +17,8 @@ class SweepFolder:
             probe.write_text("")
             probe.unlink()
         except OSError as error:
-            raise ValueError(f"--out {str(folder)!r} is not a folder this sweep can write to: {error.strerror}") from None
+            raise ValueError(f"--out {str(folder)!r} is not a folder this sweep can write to: "
+                             f"{error.strerror}") from None
         self.rows_path = self.folder / "rows.jsonl"
         settings_path = self.folder / "sweep.json"
         if settings_path.exists() and json.loads(settings_path.read_text()) != json.loads(dumps(settings)):
