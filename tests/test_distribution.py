@@ -48,8 +48,13 @@ def sub_vocabulary_q_and_p():
     return q / q.sum(), p
 
 
+# every rule in the full suite; the fast tier (make test-fast) samples one rule of each kind of verification
+FAST_RULES = ("opt", "v3", "lossless", "lossy", "ensemble", "sglang", "relaxed", "target")
+EVERY_RULE = [rule if rule in FAST_RULES else pytest.param(rule, marks=pytest.mark.slow) for rule in RULES]
+
+
 @pytest.mark.parametrize("draws", [q_and_p, sub_vocabulary_q_and_p], ids=["full head", "sub-vocabulary head"])
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("rule", EVERY_RULE)
 def test_emitted_token_follows_pi(rule, draws):
     q, p = draws()
     pi = target_distribution(rule, q, p, ALPHA[rule])
