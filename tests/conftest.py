@@ -65,7 +65,8 @@ def tiers(item):
     """The marks of one test: browser (chromium), process (a server or a Python process of its own), ray, compile
     (the compiled path or CUDA), bundled (the bundled SmolLM2 pair), slow (a module of many long runs)."""
     names, module = set(item.fixturenames), item.path.stem
-    found = {"browser": module.startswith("test_browser"), "process": bool(names & SERVERS) or module in PROCESS_MODULES,
+    found = {"browser": module.startswith("test_browser"),
+             "process": bool(names & SERVERS) or module in PROCESS_MODULES,
              "ray": "local_ray" in names, "compile": module in ("test_compiled", "test_cuda"),
              "bundled": "bundled" in names or module == "test_bundled",
              "slow": module in SLOW_MODULES or item.originalname in SLOW_TESTS}

@@ -12,12 +12,15 @@ from cascade_core.sampling import position_uniforms
 
 def softmaxes(logits, temperature):
     logits = logits.double().numpy()
-    stat = np.exp(logits - logits.max()); stat /= stat.sum()
+    stat = np.exp(logits - logits.max())
+    stat /= stat.sum()
     if temperature == 0:
-        sample = np.zeros_like(stat); sample[logits.argmax()] = 1.0
+        sample = np.zeros_like(stat)
+        sample[logits.argmax()] = 1.0
     else:
         z = logits / temperature
-        sample = np.exp(z - z.max()); sample /= sample.sum()
+        sample = np.exp(z - z.max())
+        sample /= sample.sum()
     return stat, sample
 
 

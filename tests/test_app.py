@@ -22,8 +22,8 @@ from same_results import assert_same
 
 TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block",
           "engine_seconds"}
-SETTINGS = dict(prompt="Hello there", pair="tiny", draft="model", chat=True, rule="v3", alpha=0.5, gamma=4, temperature=1.0,
-                max_new_tokens=48, seed=0, cost_ratio=0.25)
+SETTINGS = dict(prompt="Hello there", pair="tiny", draft="model", chat=True, rule="v3", alpha=0.5, gamma=4,
+                temperature=1.0, max_new_tokens=48, seed=0, cost_ratio=0.25)
 
 
 def fresh(pair, **overrides):
@@ -364,7 +364,8 @@ def test_slider_follows_the_rule():
 
 def test_pairs_and_public_mode():
     assert parse_pair("tiny") == {"name": "tiny"}
-    assert parse_pair(" Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B ") == {"draft": "Qwen/Qwen3-0.6B", "target": "Qwen/Qwen3-1.7B"}
+    assert parse_pair(" Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B ") == {"draft": "Qwen/Qwen3-0.6B",
+                                                                  "target": "Qwen/Qwen3-1.7B"}
     check_public("Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B")
     check_public("AngelSlim/Qwen3-1.7B_eagle3 -> Qwen/Qwen3-1.7B")
     for offline in ("bundled", "model -> bundled", "head -> bundled", "head -> tiny"):  # either draft of theirs
@@ -417,7 +418,8 @@ def test_explores_gamma_zero_is_auto_and_the_projection_is_priced_with_measured_
     run = view.run
     assert run.trace.settings["gamma"] == "auto" and run.trace.counters["gammas"]
     assert run.trace.tokens == fresh(tiny, gamma=2).tokens
-    assert run.prices is not None and run.prices.block == max(run.trace.counters["gammas"], key=run.trace.counters["gammas"].count) + 1
+    gammas = run.trace.counters["gammas"]
+    assert run.prices is not None and run.prices.block == max(gammas, key=gammas.count) + 1
     assert "on this machine" in view.speedup and "gamma auto (mostly" in view.speedup
     assert f"c = {run.prices.c:.2f}" in view.speedup
     assert 'gamma must be a whole number from 1 to 16, or 0 or "auto"' in run_to_end(handlers, gamma=-1).status

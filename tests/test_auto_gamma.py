@@ -27,8 +27,8 @@ def test_best_gamma_follows_acceptance_and_prices():
     assert best_gamma(0.9, cheap, AUTO_GAMMAS) == 6
     assert best_gamma(0.2, dear, AUTO_GAMMAS) == 1
     # a fixed cost per block (the engine's own work) favours longer blocks
-    assert best_gamma(0.6, lambda g: (1.0, 0.1, 1.0, 2.0), AUTO_GAMMAS) > best_gamma(0.6, lambda g: (1.0, 0.1, 1.0, 0.0),
-                                                                                      AUTO_GAMMAS)
+    assert (best_gamma(0.6, lambda g: (1.0, 0.1, 1.0, 2.0), AUTO_GAMMAS)
+            > best_gamma(0.6, lambda g: (1.0, 0.1, 1.0, 0.0), AUTO_GAMMAS))
     a = 0.6
     chosen = best_gamma(a, dear, AUTO_GAMMAS)
     assert all(priced_speedup(a, chosen, *dear(chosen)) >= priced_speedup(a, g, *dear(g)) for g in AUTO_GAMMAS)

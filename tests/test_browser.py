@@ -16,8 +16,8 @@ from cascade_core import generate, load_pair
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 PROMPT = "Hello there"
-RUN = dict(rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=auto_or_fixed_gamma(DEFAULT_GAMMA), temperature=DEFAULT_TEMPERATURE, seed=0,
-           max_new_tokens=64)  # the page's defaults
+RUN = dict(rule=DEFAULT_RULE, alpha=DEFAULT_ALPHA, gamma=auto_or_fixed_gamma(DEFAULT_GAMMA),
+           temperature=DEFAULT_TEMPERATURE, seed=0, max_new_tokens=64)  # the page's defaults
 NEW_ALPHA = 0.95
 
 

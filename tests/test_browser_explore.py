@@ -145,7 +145,8 @@ def test_tokens_are_reached_and_inspected_by_keyboard(page):
     assert page.evaluate("() => document.activeElement.dataset.pos") == str(INSPECTED + 1)
     assert page.locator(".tok-tip").is_visible()  # its card, as on hover
     page.keyboard.press("Enter")
-    page.wait_for_function(f"() => document.querySelector('#inspector-text').innerText.includes('Token #{INSPECTED + 1}')")
+    page.wait_for_function("() => document.querySelector('#inspector-text').innerText"
+                           f".includes('Token #{INSPECTED + 1}')")
     page.keyboard.press("Home")
     assert page.evaluate("() => document.activeElement.dataset.pos") == "0"
 

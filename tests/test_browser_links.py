@@ -7,8 +7,8 @@ import pytest
 from cascade_core import generate, load_pair
 from test_browser import SCREENSHOTS, open_page, press_through_a_block
 
-LINK = ("?tab=explore&prompt=Hello+there&draft=head&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7&max_new_tokens=12"
-        "&run=1")
+LINK = ("?tab=explore&prompt=Hello+there&draft=head&rule=chow&alpha=0.8&gamma=3&temperature=0.3&seed=7"
+        "&max_new_tokens=12&run=1")
 
 
 def test_a_link_restores_the_view_runs_it_and_copies_back_to_itself(tiny_app_url):
@@ -16,8 +16,8 @@ def test_a_link_restores_the_view_runs_it_and_copies_back_to_itself(tiny_app_url
         page.wait_for_function("() => document.querySelector('#status')?.innerText.startsWith('Done: 12 tokens')",
                                timeout=60000)
         assert page.input_value("#prompt textarea") == "Hello there"
-        assert [page.input_value(f"#{name} input[type=number]") for name in ("alpha", "gamma", "temperature",
-                                                                             "max-new-tokens")] == ["0.8", "3", "0.3", "12"]
+        numbers = ("alpha", "gamma", "temperature", "max-new-tokens")
+        assert [page.input_value(f"#{name} input[type=number]") for name in numbers] == ["0.8", "3", "0.3", "12"]
         assert page.input_value("#seed input") == "7" and "Chow" in page.inner_text("#rule-info")
         assert "EAGLE-3 head" in page.input_value("#draft input") and "EAGLE-3 head" in page.inner_text("#stats")
         page.click("#copy-link")
@@ -97,7 +97,8 @@ def test_the_derivation_checks_each_exercise_and_reveals_the_lessons_answer(tiny
         page.screenshot(path=SCREENSHOTS / "tiny-derivation.png", full_page=True)
 
 
-VIEW_OF = "(id) => [...document.querySelector('#' + id)?.closest('[class*=\"view-\"]')?.classList || []].find(c => c.startsWith('view-'))"
+VIEW_OF = ("(id) => [...document.querySelector('#' + id)?.closest('[class*=\"view-\"]')?.classList || []]"
+           ".find(c => c.startsWith('view-'))")
 DONE_IN_VIEW = ("([view, id]) => document.querySelector('.' + view + ' #' + id)?.innerText.startsWith('Done')")
 
 

@@ -29,7 +29,8 @@ def test_run_prints_text_and_stats():
 
 
 def test_run_json():
-    r = cli("run", "--pair", "tiny", "--prompt", "Hello", "--max-new-tokens", "6", "--rule", "opt", "--alpha", "0.1", "--json")
+    r = cli("run", "--pair", "tiny", "--prompt", "Hello", "--max-new-tokens", "6", "--rule", "opt", "--alpha", "0.1",
+            "--json")
     data = json.loads(r.stdout)
     assert len(data["tokens"]) == 6 and set(data["sources"]) <= {"accepted", "deferred", "replaced"}
     assert data["settings"]["rule"] == "opt"
@@ -78,4 +79,5 @@ def test_unknown_pair():
 
 def test_missing_hub_model_is_a_clear_error():
     r = cli("run", "--target", "no-such/model", "--draft", "no-such/draft", "--prompt", "Hi")  # offline: conftest
-    assert r.returncode == 2 and "target model 'no-such/model' and the draft 'no-such/draft' are not downloaded" in r.stderr
+    assert r.returncode == 2
+    assert "target model 'no-such/model' and the draft 'no-such/draft' are not downloaded" in r.stderr

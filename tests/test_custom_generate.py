@@ -102,7 +102,8 @@ def test_a_left_padded_batch_keeps_its_layout_and_runs_as_one_batch(pair, monkey
 
     batches = []
     start = Batch.__init__
-    monkeypatch.setattr(Batch, "__init__", lambda self, pair, rows: batches.append(len(rows)) or start(self, pair, rows))
+    monkeypatch.setattr(Batch, "__init__",
+                        lambda self, pair, rows: batches.append(len(rows)) or start(self, pair, rows))
     eos = 9  # a common token of this random pair, so rows end at different lengths
     out = entry(pair, input_ids=input_ids, attention_mask=attention_mask, do_sample=True, alpha=0.3,
                 deferral="v3", seed=11, max_new_tokens=20, eos_token_id=eos, pad_token_id=95)

@@ -70,7 +70,8 @@ def test_step_1_a_sequential_deferral_adds_the_targets_loss_and_the_constant_pri
     """Eq. 3 at r = 1: l_p + alpha; the losses are the 0-1 loss's plug-ins at the example (1 - max)."""
     step = STEPS[0]
     d, alpha = at(step), given(step.question, "alpha")
-    assert torch.equal(d.q, torch.tensor(Q, dtype=torch.float64)) and torch.equal(d.p, torch.tensor(P, dtype=torch.float64))
+    assert torch.equal(d.q, torch.tensor(Q, dtype=torch.float64))
+    assert torch.equal(d.p, torch.tensor(P, dtype=torch.float64))
     l_q, l_p, tv = 1 - float(d.max_q), 1 - float(d.max_p), float(d.tv)
     assert [given(step.question, "ℓ_q"), given(step.question, "ℓ_p")] == pytest.approx([l_q, l_p])
     deferring = l_p + alpha

@@ -135,9 +135,9 @@ def resident_bytes():
 
 def test_huge_prompts_are_refused_at_once_beside_a_short_call_at_its_idle_speed(fair_app):
     """Three 5 MB prompts, posted at once, are each refused as they are posted in under 1 s (before: 14.7 s each,
-    tokenized on the engine thread) while a short call beside them keeps within 2x its idle time (before: 0.68 s became 26.3 s),
-    and the server's memory comes back within 10% (before: 553 MB became 879 MB). Four rounds, each an idle call
-    and then one beside three huge prompts, so that both sample the machine's noise alike."""
+    tokenized on the engine thread) while a short call beside them keeps within 2x its idle time (before: 0.68 s
+    became 26.3 s), and the server's memory comes back within 10% (before: 553 MB became 879 MB). Four rounds, each
+    an idle call and then one beside three huge prompts, so that both sample the machine's noise alike."""
     url, _, _ = fair_app
     short_calls(url, 1)  # what a first call sets up is not the prompts'
     before, idle, beside, rounds = resident_bytes(), [], [], []

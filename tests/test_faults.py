@@ -124,7 +124,8 @@ def test_a_row_whose_prefill_always_fails_ends_alone(tiny64, monkeypatch):
 
 
 def test_a_fault_once_in_a_solo_run_is_retried(tiny64, monkeypatch):
-    """A solo run is a running batch with one caller: an out-of-memory in its third target call is undone and retried."""
+    """A solo run is a running batch with one caller: an out-of-memory in its third target call is undone and
+    retried."""
     expected = generate(tiny64, "The cat", gamma=3, max_new_tokens=20)
     original, calls = CachedModel.__call__, {"target": 0}
 

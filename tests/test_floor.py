@@ -138,14 +138,16 @@ def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     assert s["acceptance_rate"] == (s["accepted"] + s["deferred"]) / drafted  # over the positions the draft proposed
     assert s["target_alone_share"] == s["target"] / len(trace.positions)
     assert f'class="tok target-only" data-pos="{i}"' in tokens_html(trace.positions, trace.sources, "lossless")
-    assert "sampled from the target alone (gamma auto's floor" in tooltip(i, trace.positions[i], "target-only", "lossless")
+    assert "sampled from the target alone (gamma auto's floor" in tooltip(i, trace.positions[i], "target-only",
+                                                                          "lossless")
     for rule in ("lossless", "v3"):  # whatever rule the page shows, nothing was proposed there
         assert explain(rule, trace.positions[i], 0.5).startswith("The target's own token: gamma \"auto\" priced")
     assert f"{s['target']} the target's own" in stats_markdown(s)
     assert "gamma auto&#x27;s floor" in legend_html(regenerates=False, sources=set(trace.sources))
     assert "target-only" not in legend_html(regenerates=False, sources={"accepted", "replaced"})
     assert "target only, block" in inspector_html(i, trace.positions[i], "", "", "lossless")
-    assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup_markdown(s, "auto", Prices(0.04, 0.01, 0.05, 2), 1.0, block_gamma=1)
+    speedup = speedup_markdown(s, "auto", Prices(0.04, 0.01, 0.05, 2), 1.0, block_gamma=1)
+    assert f"{s['target_alone_share']:.0%} of the tokens the target's own" in speedup
     assert with_target_alone(2.0, 0.0) == 2.0 and with_target_alone(2.0, 1.0) == 1.0
     assert abs(with_target_alone(2.0, 0.5) - 1 / (0.5 + 0.25)) < 1e-12
 

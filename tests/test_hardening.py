@@ -130,8 +130,8 @@ import sys
 from gradio_client import Client
 from gradio_client.utils import Status
 # T 1: at the page's T 0.7 the tiny pair writes end-of-text early, and the run must be long
-job = Client(sys.argv[1], verbose=False).submit(prompt="Once upon a time", max_new_tokens=1024, gamma=1, temperature=1.0,
-                                                api_name="/run")
+job = Client(sys.argv[1], verbose=False).submit(prompt="Once upon a time", max_new_tokens=1024, gamma=1,
+                                                temperature=1.0, api_name="/run")
 sys.stdin.read()  # killed by the test: the client is gone without a word, as a killed browser or script is
 """
 

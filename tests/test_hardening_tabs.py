@@ -38,7 +38,8 @@ FIELDS = {
     "block": ["prompt", "rule", "alpha", "gamma", "temperature", "max_new_tokens", "seed", "draft", "block"],
 }
 DEFAULTS = dict(prompt="Hi", rule="v3", alpha=0.3, gamma=2, temperature=1.0, max_new_tokens=4, seed=0,
-                rows=[{"rule": "v3", "alpha": 0.3}], rules=["v3"], alphas="0.3", q=[1, 2], p=[2, 1], threshold=0.5, draft="model", block=0)
+                rows=[{"rule": "v3", "alpha": 0.3}], rules=["v3"], alphas="0.3", q=[1, 2], p=[2, 1], threshold=0.5,
+                draft="model", block=0)
 
 
 def raw_call(url, api, body, timeout=60):
@@ -110,7 +111,8 @@ def test_every_bad_value_gets_one_short_sentence(tiny_app_url, api, field, value
 def test_a_crafted_click_on_a_token_changes_nothing(data):
     run = run_to_end(ExploreHandlers(PairCache(), "tiny")).run
     assert ExploreHandlers.inspect(run, "v3", 0.5, gr.EventData(None, data)) == (gr.skip(),) * 3
-    assert CompareHandlers.open_row([(None, run.trace)], gr.EventData(None, {"row": data.get("pos")})) == [gr.skip()] * 10
+    row_click = gr.EventData(None, {"row": data.get("pos")})
+    assert CompareHandlers.open_row([(None, run.trace)], row_click) == [gr.skip()] * 10
 
 
 @pytest.mark.parametrize("line", ['{"rule": "v3", "alpha": ' + HUGE + ', "prompt_id": "0"}',

@@ -176,7 +176,8 @@ def test_loader_matches_the_format(head_pair, reference_head, prompt_ids):
     from cascade_core.rows import start_row
     from cascade_core.settings import RunSettings
 
-    row = start_row(head_pair, RunSettings(rule="v3", alpha=0.3, gamma=2, seed=1, max_new_tokens=4), prompt_ids=prompt_ids)
+    row = start_row(head_pair, RunSettings(rule="v3", alpha=0.3, gamma=2, seed=1, max_new_tokens=4),
+                    prompt_ids=prompt_ids)
     batch = Batch(head_pair, [row])
     with torch.inference_mode():
         batch.prefill()

@@ -58,7 +58,8 @@ def test_sglang_is_lossy_with_the_drafts_q_read_as_one():
         q, p = random_pair(seed)
         d = Distributions(q[None], p[None])
         for alpha in (0.0, 0.3, 0.8):
-            assert torch.allclose(RULES["sglang"].keep(d, alpha)[0], acceptance_probability(torch.ones_like(p), p, alpha))
+            assert torch.allclose(RULES["sglang"].keep(d, alpha)[0],
+                                  acceptance_probability(torch.ones_like(p), p, alpha))
         assert torch.allclose(output_distribution("sglang", d, 0.0)[0], p, atol=1e-12)
         assert (output_distribution("sglang", d, 0.5)[0] - p).abs().sum() > 1e-5  # lossy below t = 1
         lossless = rejection_terms("lossless", q, p, 0.0).total

@@ -14,9 +14,9 @@ from test_running import interleaved
 E5 = dict(rule="lossy", alpha=0.9999999999, gamma=3, temperature=2.0, max_new_tokens=500, seed=5)
 OTHERS = [dict(rule=rule, alpha=alpha, gamma=gamma, temperature=t, max_new_tokens=n, seed=i)
           for i, (rule, alpha, gamma, t, n) in enumerate([
-              ("v3", 0.5, 4, 1.0, 1000), ("opt", 0.3, 2, 0.7, 800), ("v2", 0.2, 5, 1.5, 600), ("diff", 0.1, 3, 1.0, 1000),
-              ("target", 0.0, 1, 1.0, 500), ("draft", 0.0, 1, 1.2, 700), ("v3", 0.9, 6, 2.0, 900),
-              ("opt", 0.6, 4, 0.5, 1000)])]
+              ("v3", 0.5, 4, 1.0, 1000), ("opt", 0.3, 2, 0.7, 800), ("v2", 0.2, 5, 1.5, 600),
+              ("diff", 0.1, 3, 1.0, 1000), ("target", 0.0, 1, 1.0, 500), ("draft", 0.0, 1, 1.2, 700),
+              ("v3", 0.9, 6, 2.0, 900), ("opt", 0.6, 4, 0.5, 1000)])]
 
 
 def beside_eight_calls(pair, **settings):

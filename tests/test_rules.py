@@ -60,7 +60,8 @@ def test_baselines_by_hand():
     assert close(target_distribution("lossless", q, p, 0.0), p)
     assert close(target_distribution("target", q, p, 0.0), p)
     assert close(target_distribution("draft", q, p, 0.0), q)
-    # lossy, lenience 0.5: keep x w.p. min(1, p / (0.5 q)) = [0.8, 1, 1, 0]; residual norm(max(0, p - q)) = [0, .75, .25, 0]
+    # lossy, lenience 0.5: keep x w.p. min(1, p / (0.5 q)) = [0.8, 1, 1, 0];
+    # residual norm(max(0, p - q)) = [0, .75, .25, 0]
     keep = q * torch.tensor([0.8, 1, 1, 0], dtype=torch.float64)
     expected = keep + (1 - keep.sum()) * torch.tensor([0, 0.75, 0.25, 0], dtype=torch.float64)
     assert close(target_distribution("lossy", q, p, 0.5), expected)

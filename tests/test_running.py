@@ -13,8 +13,9 @@ from cascade_core.strategies import strategy_steps
 COUNTS = ("target_calls", "draft_calls")
 STRATEGY = RunSettings(rule="v3", alpha=0.5, gamma=3, temperature=1.0, seed=0, max_new_tokens=20)
 # (prompt, rule, alpha, seed, tokens): tokens of one size class (17 to 64), which share a batch
-RUNS = [("The cat", "v3", 0.5, 0, 40), ("Once upon a time", "chow", 0.3, 1, 18), ("2 plus 3 is", "lossless", 0.0, 2, 30),
-        ("x", "opt", 0.2, 3, 25), ("Hello", "target", 0.0, 4, 19), ("Tell me", "diff", 0.1, 5, 33)]
+RUNS = [("The cat", "v3", 0.5, 0, 40), ("Once upon a time", "chow", 0.3, 1, 18),
+        ("2 plus 3 is", "lossless", 0.0, 2, 30), ("x", "opt", 0.2, 3, 25), ("Hello", "target", 0.0, 4, 19),
+        ("Tell me", "diff", 0.1, 5, 33)]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,8 @@ def interleaved(generations, start_at=None, close_at=None):
 def test_generations_that_join_and_leave_a_running_batch_equal_their_solo_runs(tiny64, head64, draft, gamma):
     pair = tiny64 if draft == "model" else head64
     batches = RunningBatches()
-    generations = [stream(pair, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+    generations = [stream(pair, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens,
+                          gamma=gamma)
                    for prompt, rule, alpha, seed, tokens in RUNS]
     traces = interleaved(generations, start_at=[0, 0, 2, 5, 5, 9], close_at={1: 3})
     assert batches.rows() == 0 and not batches.running  # every row left; the empty batch went
@@ -75,7 +77,8 @@ def test_rows_of_different_gammas_share_one_batch_and_equal_their_solo_runs(tiny
     pair = tiny64 if draft == "model" else head64
     gammas = [1, 5, "auto", 3, 2, "auto"]
     batches = RunningBatches()
-    generations = [stream(pair, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=gamma)
+    generations = [stream(pair, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens,
+                          gamma=gamma)
                    for (prompt, rule, alpha, seed, tokens), gamma in zip(RUNS, gammas)]
     traces = interleaved(generations, start_at=[0, 0, 1, 1, 3, 4])
     assert len(batches.running) == 0
@@ -85,7 +88,8 @@ def test_rows_of_different_gammas_share_one_batch_and_equal_their_solo_runs(tiny
 
 def test_one_batch_holds_every_gamma(tiny64):
     batches = RunningBatches()
-    generations = [stream(tiny64, "The cat", batches=batches, max_new_tokens=12, gamma=gamma) for gamma in (2, 4, "auto")]
+    generations = [stream(tiny64, "The cat", batches=batches, max_new_tokens=12, gamma=gamma)
+                   for gamma in (2, 4, "auto")]
     for steps in generations + generations[:1]:
         next(steps)
     assert len(batches.running) == 1 and batches.rows() == 3
@@ -107,7 +111,8 @@ def test_calls_of_another_size_class_get_a_batch_of_their_own(tiny64):
 
 def test_rows_past_the_width_wait_and_join_as_others_finish(tiny64):
     batches = RunningBatches(width=2)
-    generations = [stream(tiny64, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens, gamma=3)
+    generations = [stream(tiny64, prompt, batches=batches, rule=rule, alpha=alpha, seed=seed, max_new_tokens=tokens,
+                          gamma=3)
                    for prompt, rule, alpha, seed, tokens in RUNS]
     for steps in generations:  # the first starts the batch; the others arrive while it runs and wait
         next(steps)
@@ -173,8 +178,9 @@ def test_pairs_whose_rows_cannot_share_a_batch_keep_one_per_generation(tiny64, m
 
     from cascade_core.cached import sliding_window
 
-    windowed = MistralForCausalLM(MistralConfig(vocab_size=98, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                                num_attention_heads=2, num_key_value_heads=1, sliding_window=8))
+    windowed = MistralForCausalLM(MistralConfig(vocab_size=98, hidden_size=32, intermediate_size=64,
+                                                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                                sliding_window=8))
     assert sliding_window(windowed) and not sliding_window(tiny64.target)
     monkeypatch.setattr("cascade_core.running.sliding_window", lambda model: True)
     batches = RunningBatches()

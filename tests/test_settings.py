@@ -55,7 +55,8 @@ def test_keywords_are_checked_once_in_the_constructor():
                               (dict(gamma=0), "gamma must be a whole number from 1 to 16"),
                               (dict(rule="lossy", alpha=1.0), "alpha=1.0 is outside rule 'lossy'"),
                               (dict(max_new_tokens=MAX_NEW_TOKENS + 1), "max_new_tokens must be a whole number"),
-                              (dict(min_new_tokens=9, max_new_tokens=8), "min_new_tokens must be a whole number from 0 to 8"),
+                              (dict(min_new_tokens=9, max_new_tokens=8),
+                               "min_new_tokens must be a whole number from 0 to 8"),
                               (dict(chat="yes"), "chat must be true or false, got 'yes'"),
                               (dict(stop=3), "stop must be a function"),
                               (dict(eos_token_ids=[-1]), "eos_token_ids must be a token id")):

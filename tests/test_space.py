@@ -44,7 +44,8 @@ def test_front_matter_is_what_zerogpu_runs():
     assert re.search(rf"^sdk_version: {re.escape(gradio.__version__)}$", block, re.M)  # tested as it is deployed
     preloaded = re.findall(r"^  - (\S+)$", block.split("preload_from_hub:")[1], re.M)
     # the Space's default pair (the seed's target with its published head) and the seed's draft, downloaded at build
-    assert sorted(preloaded) == sorted({*parse_pair(SEED_PAIR).values(), *parse_pair(with_draft(SEED_PAIR, "head")).values()})
+    assert sorted(preloaded) == sorted({*parse_pair(SEED_PAIR).values(),
+                                        *parse_pair(with_draft(SEED_PAIR, "head")).values()})
     assert "sdk_version" in (ROOT / "Makefile").read_text()  # make run installs the gradio the Space runs
     assert QUEUE_SIZE  # a queue without max_size is forced to one at a time on ZeroGPU
 

@@ -16,7 +16,8 @@ INSTALL = "install it with `make setup-dev` (or `pip install -r requirements-dev
 def no_model(monkeypatch):
     def load(spec):
         raise AssertionError(f"the sweep loaded {spec!r} before checking its packages")
-    monkeypatch.setattr(sys.modules["sweeps.sweep"], "load_named_pair", load)  # the module: sweeps.sweep is its function
+    # the module: sweeps.sweep is its function
+    monkeypatch.setattr(sys.modules["sweeps.sweep"], "load_named_pair", load)
 
 
 def sweep_main(tmp_path, prompt, *args):

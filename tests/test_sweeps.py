@@ -23,9 +23,10 @@ from sweeps.report import summarise, write_report, write_summary
 from sweeps.sweep import pilot_positions
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {"prompt_id", "category", "draft", "rule", "alpha", "seed", "gamma", "temperature", "tokens", "text", "target_calls",
-        "draft_calls", "acceptance_rate", "deferral_rate", "wall_seconds", "cost_ratio", "projected_speedup",
-        "tv_to_target", "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens", "speculative_decoding"}
+KEYS = {"prompt_id", "category", "draft", "rule", "alpha", "seed", "gamma", "temperature", "tokens", "text",
+        "target_calls", "draft_calls", "acceptance_rate", "deferral_rate", "wall_seconds", "cost_ratio",
+        "projected_speedup", "tv_to_target", "target_nll", "target_top1", "rouge_l", "exact_match", "generated_tokens",
+        "speculative_decoding"}
 SETTINGS = dict(gamma=3, temperature=1.0, max_new_tokens=24)
 RULES_SWEPT = ["lossless", "chow", "opt", "v3", "lossy", "draft"]
 
@@ -164,7 +165,8 @@ def sweep_cli(*args, timeout=300):
     ("{\"prompt\": \"ok\"}\n", ["--rules", "v3", "--alphas", "0.5,1.5"], "alpha=1.5 is outside rule 'v3'"),
     ("{\"prompt\": \"ok\"}\n", ["--alphas", "auto:x"], "auto:N needs a whole number"),
     ("{\"prompt\": \"ok\"}\n", ["--out", "/proc/sweep"], "is not a folder this sweep can write to"),
-    ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"], "'models/here' and the draft 'no/such' are not downloaded"),
+    ("{\"prompt\": \"ok\"}\n", ["--pair", "no/such -> models/here"],
+     "'models/here' and the draft 'no/such' are not downloaded"),
     ("{\"prompt\": \"ok\"}\n", ["--per-category", "0"], "--per-category 0: give 1 or more"),
     ("{\"prompt\": \"ok\"}\n", ["--pair", "tiny", "--draft", "eagle"], "draft 'eagle' is not one of the tiny pair's"),
 ])
@@ -188,7 +190,8 @@ def test_an_unreachable_ray_cluster_is_one_line_and_exit_2(tmp_path):
     r = sweep_cli("--prompts", str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "out"), "--rules", "v3", "--alphas",
                   "0.5", "--ray-address", "ray://127.0.0.1:1")
     assert r.returncode == 2 and "cannot reach the Ray cluster at 'ray://127.0.0.1:1'" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
+    assert "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
 
 
 def test_an_interrupted_sweep_resumes_to_the_same_rows(tmp_path, tiny):

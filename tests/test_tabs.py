@@ -124,7 +124,8 @@ def test_strategies_api_lanes(client):
                                                 "speculative cascade", "sequential cascade"]
     assert lanes[3]["text"] == lanes[4]["text"]  # the same tokens, another cost
     assert lanes[1]["totals"]["deferred"]  # no draft is that sure: the target answered again
-    assert all(0 <= start <= end <= lane["totals"]["seconds"] + 1e-6 for lane in lanes for _, start, end in lane["calls"])
+    assert all(0 <= start <= end <= lane["totals"]["seconds"] + 1e-6
+               for lane in lanes for _, start, end in lane["calls"])
     assert all(0 < lane["totals"]["engine_seconds"] <= lane["totals"]["seconds"] for lane in lanes)
     assert lanes[4]["totals"]["target_calls"] < lanes[4]["totals"]["tokens"]  # chow calls p only where it defers
 
@@ -189,9 +190,9 @@ def test_sandbox_loads_a_position_of_the_explore_run():
     assert "Loaded from" not in moved  # the user's own numbers now: the rest is one token like the others
 
 
-@pytest.mark.parametrize("rule, alpha", [("v3", 0.5), ("v3", 0.9), ("v1", 0.2), ("v2", 0.1), ("chow", 0.5), ("diff", 0.1),
-                                         ("opt", 0.3), ("bild", 2.0), ("fuzzy", 0.3), ("judge", 2.0), ("lossless", 0.0),
-                                         ("lossy", 0.5)])
+@pytest.mark.parametrize("rule, alpha", [("v3", 0.5), ("v3", 0.9), ("v1", 0.2), ("v2", 0.1), ("chow", 0.5),
+                                         ("diff", 0.1), ("opt", 0.3), ("bild", 2.0), ("fuzzy", 0.3), ("judge", 2.0),
+                                         ("lossless", 0.0), ("lossy", 0.5)])
 def test_a_loaded_position_gives_the_numbers_the_engine_used(tiny, rule, alpha):
     """At T = 1, every position of a run loaded into the Sandbox: the proposal's a*, its deferral and its keep
     probability under the run's rule are the engine's. The rest of the vocabulary is many tokens, not one: never
@@ -250,8 +251,8 @@ def test_the_frontier_and_the_lanes_are_drawn_as_they_finish():
 
     from app.tradeoff import TradeoffHandlers
 
-    views = list(TradeoffHandlers(PairCache(), "tiny").run("Hello", "model", ["lossless", "chow", "v3"], "0.3,0.7", 4, 1.0, 0,
-                                                            12, True, "calls", 0.25))
+    views = list(TradeoffHandlers(PairCache(), "tiny").run("Hello", "model", ["lossless", "chow", "v3"], "0.3,0.7", 4,
+                                                            1.0, 0, 12, True, "calls", 0.25))
     drawn = [len(v[1].data) for v in views[:-1] if isinstance(v[1], go.Figure)]
     assert len(drawn) >= 2 and drawn == sorted(drawn) and not views[-1][3].startswith("Placing")
     views = list(StrategiesHandlers(PairCache(), "tiny").run("Hello", "model", "v3", 0.5, 0.6, 2, 1.0, 0, 12))

@@ -340,7 +340,8 @@ def test_the_speed_up_the_docs_give_is_what_the_app_calls():
     import ast
     spec = flat(doc("docs/spec.md"))
     shown, leviathan = re.search(r"The speed-up the app shows beside its measured projection, `([^`]+)`, is Leviathan "
-                                 r"et al.'s \(2023\) estimate `([^`]+)` with this engine's gamma \+ 1 draft calls", spec).groups()
+                                 r"et al.'s \(2023\) estimate `([^`]+)` with this engine's gamma \+ 1 draft calls",
+                                 spec).groups()
     for a, gamma, c in ((0.6, 4, 0.2), (0.9, 2, 0.05), (0.3, 7, 0.5)):
         assert eval(as_python(shown)) == pytest.approx(expected_speedup(a, gamma, c, gamma + 1))
         assert eval(as_python(leviathan)) == pytest.approx(expected_speedup(a, gamma, c))
@@ -419,7 +420,8 @@ DOCS_FALSE = re.compile(r"takes over|verifies all of them|exercise a step|plug-i
 
 def test_no_doc_repeats_a_corrected_sentence():
     """Items 8, 16, 6, 21, 10 and the plug-in's name: none of the corrected sentences is back in the docs, the README,
-    the Hub card or the Strategies module (a bare KL(q || p) ends a Markdown table's cell: it is written KL(q \\|\\| p))."""
+    the Hub card or the Strategies module (a bare KL(q || p) ends a Markdown table's cell: it is written
+    KL(q \\|\\| p))."""
     files = ["README.md", "cascade_core/model_card.md", "cascade_core/strategies.py", "app/strategies.py",
              *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
     found = [f"{path}: {m.group(0)}" for path in files for m in DOCS_FALSE.finditer(flat(doc(path)))]
