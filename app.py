@@ -9,11 +9,11 @@ from app import build_app, launch
 from app.fair_share import loopback
 from app.layout import default_pair_spec, on_space
 from app.pairs import PairCache
-from cascade_core.batch import measure_auto_prices
-from cascade_core.models import load_pair, pair_spec
-from cascade_core.precision import AUTO, PRECISIONS
-from cascade_core.prices import missing_prices
-from cascade_core.settings import AUTO_GAMMAS
+from cascade_core.decoding.batch_block import measure_auto_prices
+from cascade_core.decoding.run_settings import AUTO_GAMMAS
+from cascade_core.formats.loading import load_pair, pair_spec
+from cascade_core.formats.precision import AUTO, PRECISIONS
+from cascade_core.speed.prices import missing_prices
 
 
 def parse_args(argv=None):
@@ -28,7 +28,7 @@ def parse_args(argv=None):
     parser.add_argument("--precision", default=AUTO, choices=(AUTO, *PRECISIONS),
                         help="the models' Linear layers on the CPU: auto (default: the faster, timed here, of fp32 "
                              "and the precisions within MAX_TV of it), fp32 (as loaded), bf16, int8 or int8-fp32 "
-                             "(cascade_core/precision.py)")
+                             "(cascade_core/formats/precision.py)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))

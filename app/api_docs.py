@@ -14,7 +14,7 @@ import gradio as gr
 from gradio.context import get_blocks_context
 
 from cascade_core import RULES
-from cascade_core.settings import AUTO, MAX_GAMMA, MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
+from cascade_core.decoding.run_settings import AUTO, MAX_GAMMA, MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
 from sweeps.alphas import MAX_AUTO
 
 from .api_calls import api_parameters

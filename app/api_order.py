@@ -10,8 +10,8 @@ max_new_tokens); where both fit (seed 5 and max_new_tokens 32 can swap), values 
 no server can tell them apart."""
 import gradio as gr
 
-from cascade_core.settings import MAX_GAMMA, MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
-from cascade_core.values import is_number, shown
+from cascade_core.decoding.run_settings import MAX_GAMMA, MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
+from cascade_core.messages import is_number, shown
 
 from .controls import APP_MAX_NEW_TOKENS
 

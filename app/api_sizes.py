@@ -1,6 +1,6 @@
 """An API call's prompt checked against its pair's context when the call is posted, on its raw values: before it
 takes a place in the queue, before Gradio keeps or preprocesses any value, and before any model work
-(cascade_core/prompts.py: from the prompt's length alone, at the pair's longest token).
+(cascade_core/decoding/prompt_checks.py: from the prompt's length alone, at the pair's longest token).
 
 Gradio keeps each input's last value in its session, and every API call is a session of its own, of which the app
 keeps the last 16 (app/sessions.py): three 5 MB prompts refused inside their calls had left 78 MB behind, and each
@@ -10,9 +10,9 @@ names the prompt with the sentence, which gradio_client raises as a ValidationEr
 loaded (the app's default pair is, from the start); where it is not, the handler makes the same check once it has
 loaded it (AppSettings.for_pair), still before any tokenizer reads the prompt.
 """
-from cascade_core.models import with_draft
-from cascade_core.prompts import check_length
-from cascade_core.settings import whole_number
+from cascade_core.decoding.prompt_checks import check_length
+from cascade_core.decoding.run_settings import whole_number
+from cascade_core.formats.loading import with_draft
 
 from .api_calls import endpoint_parameters
 from .controls import APP_MAX_NEW_TOKENS

@@ -1,12 +1,12 @@
-""""Step through its block": a replayed block (cascade_core/replay.py) shown one stage a press (app/viz/block.py),
-the same in Explore's inspector and in the speculative-decoding lesson. Opening replays the run (a model call, on
-the engine thread); Back and Next only redraw the replay held in the page's state."""
+""""Step through its block": a replayed block (cascade_core/decoding/replay.py) shown one stage a press
+(app/viz/block.py), the same in Explore's inspector and in the speculative-decoding lesson. Opening replays the run (a
+model call, on the engine thread); Back and Next only redraw the replay held in the page's state."""
 import time
 
 import gradio as gr
 
 from cascade_core import replay_steps
-from cascade_core.replay import replay_length
+from cascade_core.decoding.replay import replay_length
 
 from .options import GENERATING, INSTANT
 from .viz.block import block_html, stages

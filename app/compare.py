@@ -6,10 +6,10 @@ from dataclasses import dataclass
 import gradio as gr
 
 from cascade_core import RULES, get_rule, stream, stream_batch
-from cascade_core.batch import run_prices
-from cascade_core.costs import speedup_over_target
-from cascade_core.models import DRAFT_KINDS
-from cascade_core.values import shown
+from cascade_core.decoding.batch_block import run_prices
+from cascade_core.formats.loading import DRAFT_KINDS
+from cascade_core.messages import shown
+from cascade_core.method.costs import speedup_over_target
 from sweeps.alphas import auto_alphas, proposed_a_stars
 from sweeps.quality import target_nll, target_view
 

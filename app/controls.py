@@ -6,7 +6,7 @@ import math
 import gradio as gr
 
 from cascade_core import RULES
-from cascade_core.settings import MAX_GAMMA
+from cascade_core.decoding.run_settings import MAX_GAMMA
 
 from .pairs import DRAFT_CHOICES
 

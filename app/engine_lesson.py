@@ -1,9 +1,9 @@
-"""The lesson "The rules your engine ships": the serving engines' keep-set rules (cascade_core/keep_sets.py) placed on
-the paper's map at the Sandbox's eight tokens, in their own numbers (rejection_terms, dissect), beside the paper's
-rule each resembles."""
+"""The lesson "The rules your engine ships": the serving engines' keep-set rules (cascade_core/method/keep_sets.py)
+placed on the paper's map at the Sandbox's eight tokens, in their own numbers (rejection_terms, dissect), beside the
+paper's rule each resembles."""
 from cascade_core import RULES
-from cascade_core.costs import rejection_terms
-from cascade_core.explain import dissect
+from cascade_core.method.costs import rejection_terms
+from cascade_core.method.explain import dissect
 
 from .sandbox import START
 from .viz.format import number

@@ -6,11 +6,11 @@ import time
 import gradio as gr
 
 from cascade_core import Trace, replay_steps, stream
-from cascade_core.batch import measure_auto_prices, run_prices
-from cascade_core.models import DRAFT_KINDS, with_draft
-from cascade_core.prices import measured_c, missing_prices
-from cascade_core.replay import replay_length
-from cascade_core.settings import AUTO_GAMMAS, whole_number
+from cascade_core.decoding.batch_block import measure_auto_prices, run_prices
+from cascade_core.decoding.replay import replay_length
+from cascade_core.decoding.run_settings import AUTO_GAMMAS, whole_number
+from cascade_core.formats.loading import DRAFT_KINDS, with_draft
+from cascade_core.speed.prices import measured_c, missing_prices
 
 from .explore_panels import cleared, differences, inspector_view, retargeted, settings_note
 from .explore_views import (Recoloured, Run, acceptance_view, answer_view, figures_view, recolour_status,
@@ -316,8 +316,8 @@ class ExploreHandlers:
 
     def open_block(self, run, index):
         """"Step through its block": the block that emitted the inspected token, replayed with the engine's own
-        numbers (cascade_core/replay.py), from the page's run (one block decoded, not the run up to it) where that
-        run was decoded from its start. Outputs: block_steps.OUTPUTS."""
+        numbers (cascade_core/decoding/replay.py), from the page's run (one block decoded, not the run up to it) where
+        that run was decoded from its start. Outputs: block_steps.OUTPUTS."""
         if run is None or index is None or not 0 <= index < len(run.trace.positions):
             yield closed("Click a token of a run first.")
             return
@@ -356,9 +356,9 @@ class ExploreHandlers:
                   temperature: float = DEFAULT_TEMPERATURE, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                   seed: int = DEFAULT_SEED, draft: str = "", block: int = 0, request: gr.Request = None) -> str:
         """One block of /run's run (the same arguments) replayed with the engine's own numbers, ``block`` its index
-        in the run from 0 (cascade_core/replay.py says what it returns). After a /run with the same settings (one of
-        the last RECENT_RUNS) it decodes that block alone, from the run's trace, and a block past the run's end is
-        refused at once; else it decodes the run up to the block. Streams progress as /run does
+        in the run from 0 (cascade_core/decoding/replay.py says what it returns). After a /run with the same settings
+        (one of the last RECENT_RUNS) it decodes that block alone, from the run's trace, and a block past the run's end
+        is refused at once; else it decodes the run up to the block. Streams progress as /run does
         ({"generating": ...}); its last value is the block as JSON."""
         s = self._api_settings(prompt, rule, alpha, gamma, temperature, max_new_tokens, seed, draft)
         block = whole_number(block, "block", 0, s.max_new_tokens - 1)

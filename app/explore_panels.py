@@ -6,7 +6,7 @@ import html
 import gradio as gr
 
 from cascade_core import RULES
-from cascade_core.models import parse_pair, with_draft
+from cascade_core.formats.loading import parse_pair, with_draft
 
 from .block_steps import closed
 from .settings import auto_or_fixed_gamma, draft_of

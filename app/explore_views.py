@@ -6,9 +6,9 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from cascade_core import RULES, Trace
-from cascade_core.models import BUNDLED, parse_pair
-from cascade_core.costs import speedup_at_c, speedup_over_target
-from cascade_core.explain import deferred
+from cascade_core.formats.loading import BUNDLED, parse_pair
+from cascade_core.method.costs import speedup_at_c, speedup_over_target
+from cascade_core.method.explain import deferred
 
 from .controls import alpha_slider_range
 from .viz import figures

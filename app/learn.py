@@ -6,7 +6,7 @@ import functools
 import gradio as gr
 
 from cascade_core import mapped, stream
-from cascade_core.strategies import REPEATS
+from cascade_core.decoding.strategies import REPEATS
 
 from .block_steps import build_block_steps, opened, replay_progress, replaying, wire_block_steps
 from .compare import compare_steps, label, progress_line, tokens_asked

@@ -1,12 +1,12 @@
 """What each lesson's run shows, in that run's own numbers: the "What to look for" text under a lesson (app/lessons.py
 names which lesson reads which)."""
 from cascade_core import RULES
-from cascade_core.batch import run_prices
-from cascade_core.costs import (break_even_cost_ratio, expected_tokens_per_call, speedup_over_target,
-                                rejection_terms)
-from cascade_core.explain import dissect
-from cascade_core.running import OTHER_ROWS
-from cascade_core.strategies import engine_rate, fastest, faster_than, measured_speedup, spread
+from cascade_core.decoding.batch_block import run_prices
+from cascade_core.decoding.running_batches import OTHER_ROWS
+from cascade_core.decoding.strategies import engine_rate, fastest, faster_than, measured_speedup, spread
+from cascade_core.method.costs import (break_even_cost_ratio, expected_tokens_per_call, speedup_over_target,
+                                       rejection_terms)
+from cascade_core.method.explain import dissect
 
 from .compare import label, row_stats
 from .sandbox import START

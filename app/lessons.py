@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cascade_core import RULES
-from cascade_core.strategies import REPEATS
+from cascade_core.decoding.strategies import REPEATS
 
 from .lesson_looks import (held_chow, held_derivation, held_frontier, held_sandbox, held_speculative, held_timed,
                            held_tv, held_why, look_for_chow, look_for_derivation, look_for_frontier, look_for_sandbox,

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from cascade_core.settings import whole_number
-from cascade_core.values import shown
+from cascade_core.decoding.run_settings import whole_number
+from cascade_core.messages import shown
 
 from .controls import rule_changed
 from .options import INSTANT

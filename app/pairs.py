@@ -5,8 +5,8 @@ import threading
 from collections import OrderedDict
 
 from cascade_core import load_pair
-from cascade_core.models import BUNDLED, KNOWN_DRAFTS, TINY, normalised, offline_draft, parse_pair, with_draft
-from cascade_core.values import shown
+from cascade_core.formats.loading import BUNDLED, KNOWN_DRAFTS, TINY, normalised, offline_draft, parse_pair, with_draft
+from cascade_core.messages import shown
 
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 CHOICES = [

@@ -1,5 +1,5 @@
 """The last few /run results, so that /block after /run with the same settings replays one block from the run's
-trace (cascade_core/replay.py's ``resumed_row``) instead of decoding the run again up to it: the inspector's
+trace (cascade_core/decoding/replay.py's ``resumed_row``) instead of decoding the run again up to it: the inspector's
 step-through, called block by block over the API, then costs a block a call, and a block past the run's end is
 refused at once.
 

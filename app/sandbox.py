@@ -6,10 +6,10 @@ import time
 import gradio as gr
 
 from cascade_core import RULES
-from cascade_core.costs import rejection_terms
-from cascade_core.explain import dissect
+from cascade_core.messages import shown
+from cascade_core.method.costs import rejection_terms
+from cascade_core.method.explain import dissect
 from cascade_core.strict_json import dumps
-from cascade_core.values import shown
 
 from .api_once import result_next
 from .explore_views import View
@@ -66,8 +66,8 @@ def still_loaded(loaded, labels, q, p):
 
 
 def costs(rule, numbers, alpha):
-    """The rule's rejection probability and lossless's (cascade_core.costs.Rejection, each) at dissect's q and p, or
-    None where the Sandbox shows no such comparison: lossy (its lenient keep test is not min(1, pi / q)) and the
+    """The rule's rejection probability and lossless's (cascade_core.method.costs.Rejection, each) at dissect's q and p,
+    or None where the Sandbox shows no such comparison: lossy (its lenient keep test is not min(1, pi / q)) and the
     rules without an alpha (lossless itself, the models alone). A loaded position's last entry is the rest of a
     vocabulary, not a token, so the caller passes none there."""
     record = RULES[rule]

@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass, replace
 
 from cascade_core import get_rule
-from cascade_core.models import DRAFT_KINDS, KNOWN_DRAFTS, offline_draft, parse_pair, with_draft
-from cascade_core.prompts import check_length
-from cascade_core.settings import (AUTO, MAX_GAMMA, MAX_SEED, RunSettings, check_prompt, gamma_value,
-                                   temperature_value, whole_number)
-from cascade_core.values import is_finite_number, shown
+from cascade_core.decoding.prompt_checks import check_length
+from cascade_core.decoding.run_settings import (AUTO, MAX_GAMMA, MAX_SEED, RunSettings, check_prompt, gamma_value,
+                                                temperature_value, whole_number)
+from cascade_core.formats.loading import DRAFT_KINDS, KNOWN_DRAFTS, offline_draft, parse_pair, with_draft
+from cascade_core.messages import is_finite_number, shown
 
 from .controls import APP_MAX_NEW_TOKENS, alpha_slider_range
 

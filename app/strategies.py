@@ -1,12 +1,12 @@
 """The Strategies tab: one prompt, the target alone and four ways to spend the draft and the target (see
-cascade_core.strategies), each run for real, on one clock."""
+cascade_core.decoding.strategies), each run for real, on one clock."""
 import gradio as gr
 
 from cascade_core import mapped
-from cascade_core.rules import RULES
-from cascade_core.running import OTHER_ROWS
-from cascade_core.strategies import STRATEGIES, strategy_steps
-from cascade_core.values import is_number, shown
+from cascade_core.decoding.running_batches import OTHER_ROWS
+from cascade_core.decoding.strategies import STRATEGIES, strategy_steps
+from cascade_core.messages import is_number, shown
+from cascade_core.method.rules import RULES
 
 from .controls import alpha_slider, check_budget, draft_control, rule_changed, run_controls, run_defaults
 from .explore import special_ids
@@ -58,7 +58,7 @@ DEFAULTS = dict(rule="v3", alpha=0.5, threshold=0.6, **run_defaults(auto_gamma=T
 
 def other_calls_note(rows):
     """What times measured on a busy server include: ``rows``, the most rows of other calls that shared a block
-    (cascade_core.running's OTHER_ROWS); nothing when none did."""
+    (cascade_core.decoding.running_batches's OTHER_ROWS); nothing when none did."""
     return (f"Other calls were generating meanwhile (up to {rows} of their rows in the same forwards), so these times "
             "include their share; run again when the server is quiet to time these runs alone." if rows else "")
 
@@ -92,7 +92,7 @@ class StrategiesHandlers:
         return s, threshold
 
     def lane_steps(self, s, threshold):
-        """The target alone and the four strategies block by block (cascade_core.strategies.strategy_steps)."""
+        """The target alone and the four strategies block by block (cascade_core.decoding.strategies.strategy_steps)."""
         pair = self.pairs.get(s.pair_spec)
         return strategy_steps(pair, s.prompt, s.for_pair(pair), threshold, batches=ENGINE.batches)
 

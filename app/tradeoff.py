@@ -7,7 +7,7 @@ import json
 import gradio as gr
 
 from cascade_core import RULES, mapped
-from cascade_core.values import shown
+from cascade_core.messages import shown
 from sweeps.alphas import needs_pilot, parse_alphas
 from sweeps.figures import QUALITY, frontier_figure
 from sweeps.report import summarise

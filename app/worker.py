@@ -12,8 +12,8 @@ thread of its own). Where the app is launched without blocking (tests, benchmark
 starts a thread of its own.
 
 A call's rows join the running batch of their pair and size class (any gamma) between two blocks and leave it when
-they finish or the call goes (cascade_core.running), so concurrent calls share every forward instead of each making
-its own. A call's step is its next value, after at most one block of its batch. Steps are ordered by stride
+they finish or the call goes (cascade_core.decoding.running_batches), so concurrent calls share every forward instead of
+each making its own. A call's step is its next value, after at most one block of its batch. Steps are ordered by stride
 scheduling over the tokens each call may generate (what orders calls in different batches: a short call's batch
 beside long ones): a call's steps are placed at its start on the engine's clock, then one ``size`` (its tokens
 asked) apart, and the waiting step placed earliest goes next. Calls of one size take turns; a call of 32 tokens
@@ -32,7 +32,7 @@ from operator import itemgetter
 
 import torch
 
-from cascade_core.running import RunningBatches
+from cascade_core.decoding.running_batches import RunningBatches
 
 GRACE = 0.05
 

@@ -24,11 +24,11 @@ from bench.harness import (BENCHMARKS, acceptance_by_step, alternate, by_method,
 from bench.seed_pair import CONFIGS, shape_only
 from bench.speedup_bench import label
 from cascade_core import load_pair
-from cascade_core.head import new_head
-from cascade_core.kernels import cpu_description
-from cascade_core.prices import calls_seconds, measure_prices, measured_prices
-from cascade_core.rows import encode_prompt
-from cascade_core.settings import AUTO_GAMMAS
+from cascade_core.decoding.row import encode_prompt
+from cascade_core.decoding.run_settings import AUTO_GAMMAS
+from cascade_core.formats.eagle3_head import new_head
+from cascade_core.speed.kernels import cpu_description
+from cascade_core.speed.prices import calls_seconds, measure_prices, measured_prices
 from sweeps import load_prompts, sweep
 from sweeps.prompts import per_category
 from sweeps.quality import target_nll

@@ -15,11 +15,11 @@ import torch
 from bench.harness import (BENCHMARKS, PeakRSS, alternate, forward_ms, known_median, machine, prompts, read_bandwidth,
                            shown_number, stamp, timed, weight_bytes, write_section)
 from cascade_core import generate, load_pair
-from cascade_core.cli import add_pair_arguments
-from cascade_core.compiled import compile_pair
-from cascade_core.costs import expected_speedup, priced_speedup
-from cascade_core.precision import loaded_as
-from cascade_core.rows import encode_prompt
+from cascade_core.decoding.row import encode_prompt
+from cascade_core.formats.precision import loaded_as
+from cascade_core.method.costs import expected_speedup, priced_speedup
+from cascade_core.speed.compiled import compile_pair
+from cascade_core.tools.cli import add_pair_arguments
 
 HF = "transformers generate (target only)"
 HF_MEASURED = "transformers generate, measured kernels"
@@ -182,7 +182,7 @@ def markdown(pair, s, runs, n, gamma, no_compile):
         f"{s['bandwidth']['gemv'] / 1e9:.1f} GB/s ({s['cap']['gemv']:.1f} tokens/s).",
         f"- Forward costs (median, cached, 32-token context), {costs}.",
         f"- Measured kernels (rows: path over the rows computed): {kernel_routes(pair)}; F.linear for the rest "
-        "(timed over the model's own weights, once per machine; `cascade_core/kernels.py`).",
+        "(timed over the model's own weights, once per machine; `cascade_core/speed/kernels.py`).",
         "- Ours target only and lossless keep no per-position records, as the transformers entry runs them; the "
         "rule rows keep them, as the explorer does (the records-skipped row shows what they cost).",
         "- Cost-model estimate: (1 - a^(g+1)) / ((1 - a)((g+1) c + 1)) with the measured acceptance a and eager c; the "

@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from cascade_core import generate, load_pair
-from cascade_core.cli import add_pair_arguments
-from cascade_core.costs import priced_speedup, with_target_alone
-from cascade_core.kernels import cpu_description
-from cascade_core.prices import block_prices, call_seconds
+from cascade_core.method.costs import priced_speedup, with_target_alone
+from cascade_core.speed.kernels import cpu_description
+from cascade_core.speed.prices import block_prices, call_seconds
+from cascade_core.tools.cli import add_pair_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "assets" / "prompts"
@@ -223,8 +223,9 @@ def read_bandwidth(device, gib=1.0, repeats=5):
 
 def weight_bytes(model):
     """Bytes of weights read per decoded token: every parameter once (a tied head counts once), and the buffers (a
-    layer converted to another precision keeps its weights there: cascade_core/precision.py). The input embedding
-    counts only where it is the head too: a token reads one row of it, and a converted head is a copy of its own."""
+    layer converted to another precision keeps its weights there: cascade_core/formats/precision.py). The input
+    embedding counts only where it is the head too: a token reads one row of it, and a converted head is a copy of its
+    own."""
     embedding = model.get_input_embeddings().weight
     read_whole = getattr(model.get_output_embeddings(), "weight", None) is embedding
     return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]

@@ -15,8 +15,8 @@ from collections import Counter
 
 from bench.harness import (acceptance_by_step, alternate, decode, known_median, named_pair, projected, prompt_kinds,
                            shown_number, speed_arguments, stamp, write_section)
-from cascade_core.batch import measure_auto_prices
-from cascade_core.kernels import cpu_description
+from cascade_core.decoding.batch_block import measure_auto_prices
+from cascade_core.speed.kernels import cpu_description
 
 LONG = ("long answer",)  # kinds that run twice the tokens
 TEMPERATURE = 0.7  # the app's default

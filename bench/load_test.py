@@ -27,7 +27,7 @@ from gradio_client import Client
 
 from bench.harness import APP_BENCHMARKS, app_process, prompts, write_section
 from cascade_core import generate, load_pair
-from cascade_core.kernels import cpu_description
+from cascade_core.speed.kernels import cpu_description
 
 PROMPTS = prompts("load")
 COMPARE_ROWS = [{"rule": "v3", "alpha": 0.5}, {"rule": "chow", "alpha": 0.5}]

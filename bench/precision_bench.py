@@ -3,7 +3,7 @@ how far each moves the model.
 
     python -m bench.precision_bench [--pair bundled] [--rounds 2] [--max-new-tokens 64] [--precisions fp32,bf16,...]
 
-The pair is loaded once per precision of --precisions (cascade_core/precision.py), and once at --precision (by
+The pair is loaded once per precision of --precisions (cascade_core/formats/precision.py), and once at --precision (by
 default "auto", the loader's default) to show what that picks here and the calls it timed. On the benchmark prompts
 of every kind (assets/prompts/kinds.json, never trained on), each precision's target-only, the app's default (v3
 alpha 0.5, the pair's default draft, gamma auto, T 0.7) and lossless run alternating per prompt and round (seed =
@@ -20,10 +20,10 @@ import torch
 
 from bench.harness import alternate, named_pair, shown_number, speed_arguments, stamp, write_section
 from bench.kinds_bench import METHODS, TEMPERATURE, asked, run
-from cascade_core.batch import measure_auto_prices
-from cascade_core.distributions import total_variation
-from cascade_core.kernels import cpu_description
-from cascade_core.precision import AUTO_CANDIDATES, MAX_TV, PRECISIONS, precision_of, said
+from cascade_core.decoding.batch_block import measure_auto_prices
+from cascade_core.formats.precision import AUTO_CANDIDATES, MAX_TV, PRECISIONS, precision_of, said
+from cascade_core.method.distributions import total_variation
+from cascade_core.speed.kernels import cpu_description
 
 TITLE = "## Weight precision side by side"
 

@@ -14,9 +14,9 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from bench.harness import BENCHMARKS, ROOT, forward_ms, machine, write_section
-from cascade_core.compiled import compile_pair
-from cascade_core.costs import expected_speedup, priced_speedup
-from cascade_core.models import default_device, default_dtype, make_pair, with_measured_kernels
+from cascade_core.formats.loading import default_device, default_dtype, make_pair, with_measured_kernels
+from cascade_core.method.costs import expected_speedup, priced_speedup
+from cascade_core.speed.compiled import compile_pair
 
 SEED_PAIR = "Qwen/Qwen3-0.6B -> Qwen/Qwen3-1.7B"
 QWEN3 = dict(vocab_size=151936, head_dim=128, num_attention_heads=16, num_key_value_heads=8, num_hidden_layers=28,

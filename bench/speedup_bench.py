@@ -11,9 +11,9 @@ import statistics
 
 from bench.harness import (alternate, by_method, decode, known_median, named_pair, projected, prompts, shown_number,
                            speed_arguments, stamp, write_section)
-from cascade_core.kernels import cpu_description
-from cascade_core.prices import measure_prices, measured_prices
-from cascade_core.settings import AUTO_GAMMAS
+from cascade_core.decoding.run_settings import AUTO_GAMMAS
+from cascade_core.speed.kernels import cpu_description
+from cascade_core.speed.prices import measure_prices, measured_prices
 from sweeps.quality import target_nll
 
 TEMPERATURE = 0.7  # the app's default

@@ -6,7 +6,7 @@ and with it on a local Ray instance (one worker per core); rows per minute for e
 import time
 
 from bench.harness import PROMPTS, ROOT, bench_arguments, write_section
-from cascade_core.kernels import cpu_description
+from cascade_core.speed.kernels import cpu_description
 from sweeps import load_prompts, sweep
 from sweeps.chain import load_named_pair
 

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from cascade_core.tools.cli import main
 
 sys.exit(main())

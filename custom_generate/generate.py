@@ -30,11 +30,11 @@ import torch
 from transformers.generation import (EosTokenCriteria, GenerateDecoderOnlyOutput, GenerationMixin,
                                      MaxLengthCriteria, StoppingCriteriaList, StopStringCriteria)
 
-from cascade_core.engine import finish, mapped, one_run, solo, stream_lanes
-from cascade_core.head import load_head
-from cascade_core.kernels import verdicts_path
-from cascade_core.pair import make_pair
-from cascade_core.precision import AUTO, apply_precision, check_precision
+from cascade_core.decoding.generation import finish, mapped, one_run, solo, stream_lanes
+from cascade_core.formats.eagle3_head import load_head
+from cascade_core.formats.pair import make_pair
+from cascade_core.formats.precision import AUTO, apply_precision, check_precision
+from cascade_core.speed.kernels import verdicts_path
 
 # Settings that reshape p and q before sampling. The cascade samples from temperature-scaled p and q only, so
 # these are refused when a call sets them, and named in a warning when the model's generation config does.

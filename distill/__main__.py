@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from cascade_core.draft import DRAFT_FILE
+from cascade_core.formats.shipped_draft import DRAFT_FILE
 
 from .head import train_head
 from .report import head_report, report

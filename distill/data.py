@@ -11,8 +11,8 @@ import random
 import torch
 from transformers import StaticCache
 
-from cascade_core.cached import cache_argument
-from cascade_core.rows import encode_prompt
+from cascade_core.decoding.cached_model import cache_argument
+from cascade_core.decoding.row import encode_prompt
 
 from .precision import bfloat16_is_faster
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from cascade_core.head import default_aux_layers, load_head, new_head, save_head
+from cascade_core.formats.eagle3_head import default_aux_layers, load_head, new_head, save_head
 
 from . import data, kinds
 from .precision import precision

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bench.harness import acceptance_by_step, forward_ms, write_section
 from cascade_core import generate, load_pair
-from cascade_core.costs import expected_speedup
-from cascade_core.draft import DRAFT_FILE, draft_meta
+from cascade_core.formats.shipped_draft import DRAFT_FILE, draft_meta
+from cascade_core.method.costs import expected_speedup
 
 from . import data
 
@@ -94,8 +94,8 @@ def head_report(work, gamma=3, n_tokens=48, temperature=0.7, say=print):
     """Markdown for docs/benchmarks.md on the bundled head (assets/head-smollm2): how it was trained (``work``: its
     training folder), the draft vocabulary's coverage and ceiling, held-out 1 - TV by drafting step, the engine's
     acceptance by block step on the held-out prompts, and the learning curve."""
-    from cascade_core.kernels import cpu_description
-    from cascade_core.models import BUNDLED_HEAD
+    from cascade_core.formats.loading import BUNDLED_HEAD
+    from cascade_core.speed.kernels import cpu_description
 
     pair = load_pair("bundled", draft="head")
     meta, out = pair.draft.meta, BUNDLED_HEAD.relative_to(Path(__file__).resolve().parents[1])

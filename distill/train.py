@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from cascade_core.draft import DRAFT_FILE, build_draft, draft_meta, own_state, save_draft
-from cascade_core.models import default_device, make_pair, smollm2_target
+from cascade_core.formats.loading import default_device, make_pair, smollm2_target
+from cascade_core.formats.shipped_draft import DRAFT_FILE, build_draft, draft_meta, own_state, save_draft
 
 from . import data
 from .precision import precision

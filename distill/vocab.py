@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from cascade_core.draft import save_head_vocabulary
+from cascade_core.formats.shipped_draft import save_head_vocabulary
 
 from . import data
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cascade_core.cli import OneLineErrors, attach_values
-from cascade_core.models import with_draft
+from cascade_core.formats.loading import with_draft
+from cascade_core.tools.cli import OneLineErrors, attach_values
 
 from .prompts import load_prompts, per_category
 from .report import write_report, write_summary

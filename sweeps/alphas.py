@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from cascade_core import RULES
-from cascade_core.values import is_finite_number, shown
+from cascade_core.messages import is_finite_number, shown
 
 MAX_AUTO = 50  # auto:N places at most this many alphas per rule
 OPEN_TOP = 0.99  # the highest alpha tried in a range open at its top (lossy's [0, 1))

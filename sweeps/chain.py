@@ -1,11 +1,11 @@
 """One chain of a sweep: a (prompt, rule, seed) run at each of its alphas in order, and the rows they make."""
 from cascade_core import RULES, finish, load_pair, stream_lanes
-from cascade_core.batch import run_prices
-from cascade_core.acceptance_metrics import KEPT, metrics
-from cascade_core.costs import fresh_run_calls, fresh_run_steps, speedup_over_target
-from cascade_core.models import parse_pair
-from cascade_core.prices import measure_prices
-from cascade_core.trace import pi_is_q_or_p
+from cascade_core.decoding.batch_block import run_prices
+from cascade_core.decoding.trace import pi_is_q_or_p
+from cascade_core.formats.loading import parse_pair
+from cascade_core.method.acceptance_metrics import KEPT, metrics
+from cascade_core.method.costs import fresh_run_calls, fresh_run_steps, speedup_over_target
+from cascade_core.speed.prices import measure_prices
 
 from .quality import exact_match, rouge_l, target_nll, target_view
 

@@ -9,7 +9,7 @@ import textwrap
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from cascade_core.costs import expected_speedup
+from cascade_core.method.costs import expected_speedup
 
 # Okabe-Ito and friends: one colour per rule, the same in every figure.
 RULE_COLOURS = {"lossless": "#000000", "lossy": "#999999", "chow": "#E69F00", "diff": "#56B4E9", "opt": "#009E73",

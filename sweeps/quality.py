@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from cascade_core.distributions import total_variation
-from cascade_core.sampling import untempered_and_tempered
+from cascade_core.method.distributions import total_variation
+from cascade_core.method.sampling import untempered_and_tempered
 
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
 

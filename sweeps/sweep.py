@@ -2,10 +2,10 @@
 from typing import NamedTuple
 
 from cascade_core import MAX_BATCH_ROWS, RULES, finish, get_rule, mapped, stream_lanes
-from cascade_core.engine import one_run
-from cascade_core.models import parse_pair
-from cascade_core.prices import measure_prices
-from cascade_core.settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
+from cascade_core.decoding.generation import one_run
+from cascade_core.decoding.run_settings import MAX_GAMMA, MAX_NEW_TOKENS, temperature_value, whole_number
+from cascade_core.formats.loading import parse_pair
+from cascade_core.speed.prices import measure_prices
 
 from .alphas import alphas_per_rule, check_alphas, needs_pilot, parse_alphas
 from .chain import chain_lane, load_named_pair

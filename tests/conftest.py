@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from browser import free_port
-from cascade_core.models import tiny_pair
+from cascade_core.formats.loading import tiny_pair
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +20,6 @@ def tiny64():
 def tiny64_sub(tiny64):
     """tiny64 with the draft's head over two thirds of the vocabulary (end-of-text and every third id left out):
     the draft can never propose those, so only the residual can emit them."""
-    from reference import sub_vocabulary_pair
-
     eos = max(tiny64.eos_token_ids)
     return sub_vocabulary_pair(tiny64, [v for v in range(tiny64.vocab_size) if v % 3 and v != eos])
 
@@ -77,3 +75,15 @@ def pytest_collection_modifyitems(items):
     for item in items:
         for mark in tiers(item):
             item.add_marker(mark)
+
+
+def sub_vocabulary_pair(pair, token_ids):
+    """The pair with its draft's head over token_ids only (the bundled draft's FR-Spec head, on any pair)."""
+    import copy
+    from dataclasses import replace
+
+    from cascade_core.formats.shipped_draft import SubVocabularyHead
+
+    draft = copy.deepcopy(pair.draft)
+    draft.lm_head = SubVocabularyHead(draft.lm_head.weight, torch.tensor(token_ids), draft.config.vocab_size)
+    return replace(pair, draft=draft, prices={})

@@ -1,4 +1,4 @@
-"""Acceptance metrics in the serving engines' schema (cascade_core/acceptance_metrics.py): every field recomputed
+"""Acceptance metrics in the serving engines' schema (cascade_core/method/acceptance_metrics.py): every field recomputed
 from the trace's own positions and the calls it counted, on every kind of rule, at a fixed gamma and gamma "auto",
 resumed, batched and through every JSON output."""
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 
 from cascade_core import generate, generate_batch
-from cascade_core.acceptance_metrics import KEPT, metrics
-from cascade_core.costs import fresh_run_calls, fresh_run_steps
+from cascade_core.method.acceptance_metrics import KEPT, metrics
+from cascade_core.method.costs import fresh_run_calls, fresh_run_steps
 from test_hardening import strict_loads
 
 RUN = dict(max_new_tokens=24, stop_at_eos=False, temperature=1.0)

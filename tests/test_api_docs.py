@@ -22,7 +22,7 @@ from app.pairs import PairCache, pair_default_draft
 from app.sandbox import sandbox_linked
 from app.strategies import strategies_linked
 from app.tradeoff import tradeoff_linked
-from cascade_core.settings import AUTO
+from cascade_core.decoding.run_settings import AUTO
 
 # The code's names, which a caller does not know: a module's file, a constant, a dotted Python name, a docstring's
 # literal quotes.

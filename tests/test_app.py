@@ -16,8 +16,8 @@ from app.controls import alpha_slider_range, rule_changed
 from app.settings import AppSettings
 from app.pairs import PairCache, check_public
 from app.viz.format import markdown_text, token_repr
-from cascade_core.models import parse_pair
 from cascade_core import Trace, generate, load_pair
+from cascade_core.formats.loading import parse_pair
 from same_results import assert_same
 
 TIMING = {"prefill_seconds", "wall_seconds", "tokens_per_second", "cost_ratio", "overhead_seconds_per_block",
@@ -162,7 +162,7 @@ def test_recolour_greys_from_the_first_flip(handlers):
 def test_recolour_says_why_a_token_whose_decision_stands_may_change(handlers):
     """v3 0.5 -> a smaller alpha: a position deferred under both is greyed all the same (pi reads eta), and the
     status says so; where the position's own decision flips it does not."""
-    from cascade_core.explain import deferred
+    from cascade_core.method.explain import deferred
 
     run = run_to_end(handlers).run
     seen = set()

@@ -5,11 +5,11 @@ from dataclasses import replace
 import pytest
 
 from cascade_core import generate
-from cascade_core.costs import best_gamma, priced_speedup
-from cascade_core.batch import PRIOR_ACCEPTANCE, PRIOR_WEIGHT, Batch
-from cascade_core.rows import start_row
-from cascade_core.settings import AUTO_GAMMAS, RunSettings
-from cascade_core.prices import block_prices, measured_prices, missing_prices
+from cascade_core.decoding.batch_block import PRIOR_ACCEPTANCE, PRIOR_WEIGHT, Batch
+from cascade_core.decoding.row import start_row
+from cascade_core.decoding.run_settings import AUTO_GAMMAS, RunSettings
+from cascade_core.method.costs import best_gamma, priced_speedup
+from cascade_core.speed.prices import block_prices, measured_prices, missing_prices
 
 
 def priced(pair, target, draft, verify_per_token, scale=1000.0):
@@ -72,7 +72,7 @@ def test_prices_are_measured_once_per_pair_and_length(tiny64):
 def test_auto_gamma_is_refused_where_it_cannot_run(tiny64):
     with pytest.raises(ValueError, match='gamma must be a whole number from 1 to 16 or "auto", got \'fast\''):
         generate(tiny64, prompt_ids=[5], gamma="fast", max_new_tokens=2)
-    from cascade_core.compiled import compile_pair
+    from cascade_core.speed.compiled import compile_pair
 
     with pytest.raises(ValueError, match='gamma "auto" changes the block length'):
         generate(compile_pair(tiny64), prompt_ids=[5], gamma="auto", max_new_tokens=2)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cascade_core import generate
-from cascade_core.models import ascii_tokenizer, check_same_tokenizer, tiny_pair
+from cascade_core.formats.loading import ascii_tokenizer, check_same_tokenizer, tiny_pair
 
 
 @pytest.mark.parametrize("model", ["target", "draft"])

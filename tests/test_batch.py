@@ -3,14 +3,14 @@ import pytest
 import torch
 
 from cascade_core import MAX_BATCH_ROWS, finish, generate, generate_batch, stream_batch, stream_lanes
-from cascade_core.cached import CachedModel, Counters
-from cascade_core.compiled import compile_pair
-from cascade_core.models import tiny_pair
-from cascade_core.distributions import Distributions
-from cascade_core.rules import RULES
-from cascade_core.sampling import (ACCEPT, DRAFT, RESIDUAL, position_uniforms, sample_inverse_cdf,
-                                   untempered_and_tempered)
-from cascade_core.trace import Trace
+from cascade_core.decoding.cached_model import CachedModel, Counters
+from cascade_core.decoding.trace import Trace
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.method.distributions import Distributions
+from cascade_core.method.rules import RULES
+from cascade_core.method.sampling import (ACCEPT, DRAFT, RESIDUAL, position_uniforms, sample_inverse_cdf,
+                                          untempered_and_tempered)
+from cascade_core.speed.compiled import compile_pair
 
 
 def solo(pair, row, gamma):
@@ -132,7 +132,7 @@ def test_a_batch_of_one_calls_the_model_as_a_solo_decoder_does(tiny64, monkeypat
 
 def test_holes_are_compacted_and_rows_stay_exact(tiny64, mixed_rows, monkeypatch):
     """Compacting after every block (instead of when holes pile up) changes nothing a row emits."""
-    monkeypatch.setattr("cascade_core.cached.HOLES_BEFORE_COMPACTING", 0.0)
+    monkeypatch.setattr("cascade_core.decoding.cached_model.HOLES_BEFORE_COMPACTING", 0.0)
     compactions = []
     compact = CachedModel._compact
     monkeypatch.setattr(CachedModel, "_compact", lambda self: (compactions.append(1), compact(self)))

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cascade_core import generate
-from cascade_core.rows import encode_prompt
+from cascade_core.decoding.row import encode_prompt
 
 PROMPTS = ["Who is Buzz Aldrin?", "Write a haiku about the sea.", "List three prime numbers."]
 
@@ -30,7 +30,7 @@ def test_bundled_cascade_shows_every_provenance(bundled):
 
 
 def test_shipped_draft_is_small_and_its_own(bundled):
-    from cascade_core.models import BUNDLED_DRAFT
+    from cascade_core.formats.loading import BUNDLED_DRAFT
 
     path = BUNDLED_DRAFT / "draft.safetensors"
     assert path.stat().st_size <= 30 * 2**20
@@ -38,7 +38,7 @@ def test_shipped_draft_is_small_and_its_own(bundled):
     target_layers = sum(p.numel() for n, p in bundled.target.named_parameters() if n.startswith("model.layers."))
     assert own <= target_layers / 2
     # its head covers the 8192 tokens the target writes most (FR-Spec), rows of the target's own head
-    from cascade_core.draft import SubVocabularyHead, head_vocabulary
+    from cascade_core.formats.shipped_draft import SubVocabularyHead, head_vocabulary
 
     head = bundled.draft.lm_head
     assert isinstance(head, SubVocabularyHead) and len(head.token_ids) == 8192

@@ -1,5 +1,5 @@
 """The CLI: coloured text and stats, JSON, and clear errors without tracebacks. Called in this process
-(cascade_core.cli.main, what `python -m cascade_core` runs): a subprocess's torch import cost each call ~25 s on a
+(cascade_core.tools.cli.main, what `python -m cascade_core` runs): a subprocess's torch import cost each call ~25 s on a
 loaded CI machine; test_hardening's invalid UTF-8 is the command's one run in a process of its own."""
 import contextlib
 import io
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cascade_core.cli import main
+from cascade_core.tools.cli import main
 
 
 def cli(*args):
@@ -61,7 +61,7 @@ def test_the_draft_is_chosen_beside_the_pair():
     r = cli("run", "--pair", "tiny", "--draft", "head", "--prompt", "Hello", "--max-new-tokens", "6", "--gamma", "3",
             "--json")
     from cascade_core import generate
-    from cascade_core.models import tiny_pair
+    from cascade_core.formats.loading import tiny_pair
     assert json.loads(r.stdout)["tokens"] == generate(tiny_pair(draft_kind="head"), "Hello", gamma=3,
                                                       max_new_tokens=6).tokens
     r = cli("run", "--pair", "tiny", "--draft", "eagle", "--prompt", "Hi")

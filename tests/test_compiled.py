@@ -3,8 +3,8 @@ the dynamic path: every rule, gamma 1 and 4, float32 on the CPU."""
 import pytest
 
 from cascade_core import RULES, generate
-from cascade_core.compiled import compile_pair
-from cascade_core.models import tiny_pair
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.speed.compiled import compile_pair
 from test_exactness import ALPHA
 
 
@@ -34,7 +34,8 @@ def test_greedy_lossless_is_target_greedy_when_compiled(pairs):
 
 
 def test_the_cli_and_the_app_offer_the_compiled_path(monkeypatch, capsys):
-    from cascade_core import cli, load_pair
+    from cascade_core import load_pair
+    from cascade_core.tools import cli
     from test_app import load_script
 
     assert load_script().parse_args(["--compile"]).compile

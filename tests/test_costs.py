@@ -3,7 +3,7 @@ without an end-of-text token, at several gammas; and it stays the cost of a fres
 import pytest
 
 from cascade_core import RULES, generate
-from cascade_core.costs import break_even_cost_ratio, expected_speedup, fresh_run_calls, priced_speedup
+from cascade_core.method.costs import break_even_cost_ratio, expected_speedup, fresh_run_calls, priced_speedup
 from test_exactness import ALPHA
 
 
@@ -48,14 +48,14 @@ def test_no_cost_ratio_pays_when_the_verification_costs_more_than_a_block_yields
 
 def priced(pair, trace):
     """The one function's number for this trace, priced as every view prices it."""
-    from cascade_core.batch import run_prices
-    from cascade_core.costs import speedup_over_target
+    from cascade_core.decoding.batch_block import run_prices
+    from cascade_core.method.costs import speedup_over_target
     return speedup_over_target(trace.sources, trace.settings["rule"], trace.gamma, run_prices(pair, trace.gamma))
 
 
 def test_the_speedup_over_the_target_alone_is_one_definition():
-    from cascade_core.costs import speedup_at_c, speedup_over_target, with_target_alone
-    from cascade_core.prices import Prices
+    from cascade_core.method.costs import speedup_at_c, speedup_over_target, with_target_alone
+    from cascade_core.speed.prices import Prices
     prices = Prices(target=0.04, draft=0.01, verify=0.06, block=5, overhead=0.002)
     sources = ["accepted", "accepted", "replaced", "target", "deferred", "replaced"]
     acceptance = 3 / 5  # kept proposals over the positions the draft proposed at (the floor's token is not one)
@@ -75,8 +75,8 @@ def test_every_view_shows_the_one_functions_number(tiny64):
     table (row_stats) all read costs.speedup_over_target for the same text, priced with the pair's measured calls."""
     from app.compare import row_stats
     from app.explore_views import Run, stats_view
-    from cascade_core.batch import run_prices
-    from cascade_core.strategies import lane
+    from cascade_core.decoding.batch_block import run_prices
+    from cascade_core.decoding.strategies import lane
     from sweeps.chain import row
     from sweeps.figures import points
     from sweeps.report import summarise
@@ -97,7 +97,7 @@ def test_every_view_shows_the_one_functions_number(tiny64):
 
 def test_a_hypothetical_c_is_shown_only_where_the_user_sets_it(tiny64):
     from app.explore_views import Run, stats_view
-    from cascade_core.batch import run_prices
+    from cascade_core.decoding.batch_block import run_prices
     trace = generate(tiny64, "Once", rule="v3", alpha=0.5, gamma=4, seed=2, max_new_tokens=20)
     prices = run_prices(tiny64, trace.gamma)
     moved = prices.c + (0.1 if prices.c < 0.8 else -0.1)  # off the draft's own c, on the slider (0.01 to 1)
@@ -110,9 +110,9 @@ def test_a_hypothetical_c_is_shown_only_where_the_user_sets_it(tiny64):
 def test_cs_slider_starts_at_the_default_drafts_measured_c():
     from app.explore import DEFAULT_COST_RATIO, ExploreHandlers
     from app.pairs import PairCache
-    from cascade_core.batch import run_prices
-    from cascade_core.models import with_draft
-    from cascade_core.prices import measured_c
+    from cascade_core.decoding.batch_block import run_prices
+    from cascade_core.formats.loading import with_draft
+    from cascade_core.speed.prices import measured_c
     handlers = ExploreHandlers(PairCache(), "tiny")
     assert handlers.default_cost_ratio() == DEFAULT_COST_RATIO  # nothing loaded or measured yet
     pair = handlers.pairs.get(with_draft("tiny", handlers.default_draft))
@@ -130,7 +130,7 @@ def test_cs_slider_follows_the_chosen_drafts_measured_c_until_the_user_sets_c():
     from test_app import SETTINGS, run_to_end
     from app.explore import ExploreHandlers
     from app.pairs import PairCache
-    from cascade_core.prices import measured_c
+    from cascade_core.speed.prices import measured_c
     handlers = ExploreHandlers(PairCache(), "tiny")
     start = handlers.default_cost_ratio()
     settings = dict(SETTINGS, max_new_tokens=12, cost_ratio=start)
@@ -157,7 +157,7 @@ def test_cs_slider_reaches_a_draft_costlier_than_its_target(tiny64):
     from app.explore import ExploreHandlers
     from app.explore_views import Run
     from app.pairs import PairCache
-    from cascade_core.prices import Prices
+    from cascade_core.speed.prices import Prices
     trace = generate(tiny64, "Once", rule="v3", alpha=0.5, gamma=4, seed=2, max_new_tokens=20)
     handlers = ExploreHandlers(PairCache(), "tiny")
     cost_ratio = handlers.start_c

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from cascade_core import RULES, generate, load_pair
-from cascade_core.rows import encode_prompt
-from cascade_core.models import tiny_pair
-from reference import reference_generate
+from cascade_core.decoding.row import encode_prompt
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.reference import reference_generate
 from test_exactness import ALPHA, N
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -11,9 +11,9 @@ from transformers.generation import GenerateDecoderOnlyOutput
 from transformers.generation.streamers import BaseStreamer
 
 from cascade_core import generate
-from cascade_core.head import load_head, save_head
-from cascade_core.models import tiny_pair
-from cascade_core.pair import make_pair
+from cascade_core.formats.eagle3_head import load_head, save_head
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.formats.pair import make_pair
 
 REPO = str(Path(__file__).resolve().parents[1])
 CASCADE = dict(custom_generate=REPO, trust_remote_code=True)
@@ -98,7 +98,7 @@ def test_a_left_padded_batch_keeps_its_layout_and_runs_as_one_batch(pair, monkey
     output[:, width:] the new tokens, finished rows padded with pad_token_id."""
     prompts, input_ids, attention_mask = left_padded(
         pair, ("Who is Buzz Aldrin?", "The cascade", "A somewhat longer prompt than the others"))
-    from cascade_core.batch import Batch
+    from cascade_core.decoding.batch_block import Batch
 
     batches = []
     start = Batch.__init__

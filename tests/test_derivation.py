@@ -9,10 +9,10 @@ import torch
 
 from app import derivation
 from app.derivation import EXAMPLE, P, Q, STEPS, check
-from cascade_core.distributions import Distributions
-from cascade_core.explain import dissect
-from cascade_core.rules import RULES, critical_alpha
-from cascade_core.sampling import untempered_and_tempered
+from cascade_core.method.distributions import Distributions
+from cascade_core.method.explain import dissect
+from cascade_core.method.rules import RULES, critical_alpha
+from cascade_core.method.sampling import untempered_and_tempered
 
 # What each step's title and text must cite, in the paper's order (the digest's §3; the review's items 4-7)
 CITED = (("Eq. 3",), ("Lemma 1", "Eq. 4", "Eq. 5", "Remark 1", "Remark 2"), ("Lemma 3",),

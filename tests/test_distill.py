@@ -4,11 +4,11 @@ from argparse import Namespace
 
 import torch
 
-from cascade_core.draft import build_draft, load_draft
+from cascade_core.formats.shipped_draft import build_draft, load_draft
 from distill import data
 from distill.train import agreement, collate, held_out_set, round_prompts, train
-from cascade_core.rows import encode_prompt
-from cascade_core.models import tiny_pair
+from cascade_core.decoding.row import encode_prompt
+from cascade_core.formats.loading import tiny_pair
 
 
 def args_for(tmp_path, steps):
@@ -91,7 +91,7 @@ def test_distill_tiny(tmp_path):
 def test_head_vocabulary_ranks_the_targets_own_mass_and_survives_retraining(tmp_path):
     """rank_head_vocabulary stores the tokens of most expected mass in the target's answers; the draft then loads
     with a head over them; a later training run's save keeps them; whole_vocabulary=True gives the tied head."""
-    from cascade_core.draft import SubVocabularyHead, head_vocabulary, save_draft
+    from cascade_core.formats.shipped_draft import SubVocabularyHead, head_vocabulary, save_draft
     from distill.vocab import rank_head_vocabulary
 
     pair = tiny_pair()

@@ -6,10 +6,10 @@ from argparse import Namespace
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from cascade_core.draft import scattered
-from cascade_core.head import load_head, new_head
-from cascade_core.models import tiny_pair
-from cascade_core.pair import make_pair
+from cascade_core.formats.eagle3_head import load_head, new_head
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.formats.pair import make_pair
+from cascade_core.formats.shipped_draft import scattered
 from distill import data
 from distill.head import (collate, evaluate, expected_accepted, features_of, soft_cross_entropy, started_head,
                           train_head, unrolled)

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from cascade_core import RULES, generate, output_distribution, target_distribution
-from cascade_core.models import tiny_pair
-from cascade_core.distributions import Distributions
-from cascade_core.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.method.distributions import Distributions
+from cascade_core.method.sampling import DRAFT, position_uniforms, sample_inverse_cdf, verify
 
 ALPHA = {"chow": 0.5, "diff": 0.05, "opt": 0.3, "v1": 0.2, "v2": 0.2, "v3": 0.5, "lossless": 0.0, "lossy": 0.4,
          "bild": 1.0, "fuzzy": 0.3, "judge": 2.5, "ensemble": 0.6, "sglang": 0.3, "relaxed": 0.3, "typical": 0.8,

@@ -1,4 +1,4 @@
-"""transformers' static ensemble verification as a rule (cascade_core/rules.py, ``ensemble``, alpha = w): the
+"""transformers' static ensemble verification as a rule (cascade_core/method/rules.py, ``ensemble``, alpha = w): the
 numbers of its own tests (huggingface/transformers PR #45979), Lemma 3 with a fractional r, and its two ends, the
 draft kept everywhere (w = 0) and lossless (w = 1). Its exactness against the naive loop, its chi-square and gamma
 invariance run with every rule's (test_exactness, test_distribution, test_head, test_replay)."""
@@ -7,10 +7,10 @@ import torch
 
 from app.sandbox import START, SandboxHandlers
 from cascade_core import generate
-from cascade_core.costs import rejection_terms
-from cascade_core.distributions import Distributions
-from cascade_core.explain import dissect
-from cascade_core.rules import RULES, acceptance_probability, residual
+from cascade_core.method.costs import rejection_terms
+from cascade_core.method.distributions import Distributions
+from cascade_core.method.explain import dissect
+from cascade_core.method.rules import RULES, acceptance_probability, residual
 
 RUN = dict(gamma=3, temperature=1.0, seed=3, max_new_tokens=24, stop_at_eos=False)
 

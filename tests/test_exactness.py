@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from cascade_core import RULES, generate
-from reference import reference_generate
-from cascade_core.draft import SubVocabularyHead
+from cascade_core.formats.shipped_draft import SubVocabularyHead
+from cascade_core.reference import reference_generate
 
 # Near the median a* of each rule on this pair, so that decisions (and v1-v3's r(v)) are mixed.
 from rule_alphas import ALPHA

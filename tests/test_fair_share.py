@@ -23,7 +23,7 @@ from app.settings import AppSettings
 from app.strategies import StrategiesHandlers
 from app.tradeoff import TradeoffHandlers
 from browser import slowed_tiny_app
-from cascade_core.prompts import VISIBLE, blank, check_length, longest_token
+from cascade_core.decoding.prompt_checks import VISIBLE, blank, check_length, longest_token
 
 ROOT = Path(__file__).resolve().parents[1]
 HONEST, FLOODER = "10.0.0.2", "10.0.0.1"

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from cascade_core import generate, stream
-from cascade_core.cached import CachedModel
-from cascade_core.models import tiny_pair
-from cascade_core.running import RunningBatches
+from cascade_core.decoding.cached_model import CachedModel
+from cascade_core.decoding.running_batches import RunningBatches
+from cascade_core.formats.loading import tiny_pair
 from test_running import interleaved
 
 MARK = [95, 96, 95, 96]  # the marked row's prompt holds these ids; no other prompt does

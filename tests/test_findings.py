@@ -13,9 +13,9 @@ from app.learn import TAB_NAMES
 from app.lessons import LESSONS
 from app.sandbox import START
 from cascade_core import generate
-from cascade_core.costs import expected_speedup
-from cascade_core.explain import dissect
-from cascade_core.rules import RULES
+from cascade_core.method.costs import expected_speedup
+from cascade_core.method.explain import dissect
+from cascade_core.method.rules import RULES
 
 DIGEST = Path(__file__).resolve().parents[2] / "shared" / "notes" / "paper-digest.md"  # beside the repository
 PANEL = findings_markdown()

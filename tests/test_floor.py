@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from cascade_core import generate, generate_batch
-from cascade_core.batch import PROBE_EVERY, floored
-from cascade_core.costs import fresh_run_calls
-from cascade_core.models import tiny_pair
-from cascade_core.rows import start_row
-from cascade_core.settings import TARGET_ALONE, RunSettings
-from reference import reference_generate
+from cascade_core.decoding.batch_block import PROBE_EVERY, floored
+from cascade_core.decoding.row import start_row
+from cascade_core.decoding.run_settings import TARGET_ALONE, RunSettings
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.method.costs import fresh_run_calls
+from cascade_core.reference import reference_generate
 from test_auto_gamma import priced
 from test_distribution import chi_square_p_value
 from test_head import head_pair, head_folder, prompt_ids, reference_head, reference_head_generate  # noqa: F401
@@ -127,9 +127,9 @@ def test_a_floored_row_in_a_batch_is_its_solo_run(tiny64):
 
 def test_the_floor_is_shown_and_priced_as_the_target_alone(tiny64):
     from app.viz.stats import speedup_markdown, stats_markdown
-    from cascade_core.prices import Prices
+    from cascade_core.speed.prices import Prices
     from app.viz.tokens import explain, inspector_html, legend_html, tokens_html, tooltip
-    from cascade_core.costs import with_target_alone
+    from cascade_core.method.costs import with_target_alone
 
     trace = generate(dear(tiny64), prompt_ids=PROMPT, rule="lossless", gamma="auto", seed=4, max_new_tokens=20)
     i = trace.sources.index("target")

@@ -20,7 +20,7 @@ from app.viz import figures
 from app.viz.tokens import inspector_html
 from browser import slowed_tiny_app
 from cascade_core import RULES, generate, load_pair
-from cascade_core.sampling import untempered_and_tempered
+from cascade_core.method.sampling import untempered_and_tempered
 from test_app import load_script, run_to_end
 from test_cli import cli
 

@@ -22,7 +22,7 @@ from app.tradeoff import TradeoffHandlers
 from app.viz.format import markdown_text
 from app.viz.sandbox import sandbox_figure
 from browser import slowed_tiny_app
-from cascade_core.explain import dissect
+from cascade_core.method.explain import dissect
 from test_app import run_to_end
 from test_hardening import settle, strict_loads
 

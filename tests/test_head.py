@@ -14,11 +14,11 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from cascade_core import generate, generate_batch, target_distribution
-from cascade_core.head import load_head, new_head, read_config, save_head
-from cascade_core.pair import make_pair
-from cascade_core.sampling import position_uniforms
-from cascade_core.settings import TARGET_ALONE
-from reference import inverse_cdf, softmaxes, verified_token
+from cascade_core.decoding.run_settings import TARGET_ALONE
+from cascade_core.formats.eagle3_head import load_head, new_head, read_config, save_head
+from cascade_core.formats.pair import make_pair
+from cascade_core.method.sampling import position_uniforms
+from cascade_core.reference import inverse_cdf, softmaxes, verified_token
 from test_distribution import chi_square_p_value
 
 from rule_alphas import ALPHA as EVERY_ALPHA
@@ -172,9 +172,9 @@ def reference_head(head_folder, tiny64):
 def test_loader_matches_the_format(head_pair, reference_head, prompt_ids):
     """The loaded head's first q of a block (and a chained one) against the numpy forward written from the
     format; the float16 file's weights are what both read."""
-    from cascade_core.batch import Batch
-    from cascade_core.rows import start_row
-    from cascade_core.settings import RunSettings
+    from cascade_core.decoding.batch_block import Batch
+    from cascade_core.decoding.row import start_row
+    from cascade_core.decoding.run_settings import RunSettings
 
     row = start_row(head_pair, RunSettings(rule="v3", alpha=0.3, gamma=2, seed=1, max_new_tokens=4),
                     prompt_ids=prompt_ids)
@@ -338,9 +338,9 @@ def test_bundled_pair_refuses_an_unknown_draft_kind():
 def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
     """distill's unrolled steps at base t are the engine's block drafted after t with the true tokens: step 1 reads
     the target's features (the block's first proposal), step j the head's own output, under the training mask."""
-    from cascade_core.batch import Batch
-    from cascade_core.rows import start_row
-    from cascade_core.settings import RunSettings
+    from cascade_core.decoding.batch_block import Batch
+    from cascade_core.decoding.row import start_row
+    from cascade_core.decoding.run_settings import RunSettings
     from distill.head import unrolled
 
     head, target = head_pair.draft, head_pair.target
@@ -364,7 +364,7 @@ def test_training_time_test_is_what_the_engine_drafts(head_pair, prompt_ids):
 def test_the_bundled_head_reads_the_bundled_target_exactly(bundled):
     """The shipped head in its published format over the bundled target: its layers (2, 15, 27 by default), its
     8,192-token vocabulary, and lossless greedy with it is the target's greedy text."""
-    from cascade_core.models import BUNDLED_HEAD
+    from cascade_core.formats.loading import BUNDLED_HEAD
 
     head = load_head(BUNDLED_HEAD, bundled.target)
     assert head.aux_layers == (2, 15, 27) and len(head.d2t) == 8192 and "eagle_config" not in read_config(BUNDLED_HEAD)

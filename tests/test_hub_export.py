@@ -12,12 +12,12 @@ from pathlib import Path
 import torch
 
 from cascade_core import generate
-from cascade_core.cli import main
-from cascade_core.head import load_head, save_head
-from cascade_core.hub_export import REQUIREMENTS, export, exported_files
-from cascade_core.models import tiny_pair
-from cascade_core.pair import make_pair
-from cascade_core.rules import rules_table
+from cascade_core.formats.eagle3_head import load_head, save_head
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.formats.pair import make_pair
+from cascade_core.method.rules import rules_table
+from cascade_core.tools.cli import main
+from cascade_core.tools.hub_export import REQUIREMENTS, export, exported_files
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_ID = "someone/speculative-cascades"
@@ -32,8 +32,8 @@ def imports(text):
 def test_the_export_is_self_contained():
     files = exported_files(REPO_ID)
     names = {Path(name).stem for name in files if name.startswith("custom_generate/") and name.endswith(".py")}
-    assert {"generate", "engine", "cached", "rules", "sampling", "pair"} <= names
-    assert not {"models", "cli", "hub_export"} & names  # loaders and tools stay home
+    assert {"generate", "generation", "cached_model", "rules", "sampling", "pair"} <= names
+    assert not {"loading", "cli", "hub_export"} & names  # loaders and tools stay home
     assert {"precision", "kernels"} <= names  # precision="auto" times the models with kernels' verdicts file
     for name, text in files.items():
         if not name.endswith(".py"):
@@ -89,7 +89,7 @@ def test_generate_by_folder_and_by_repo_id_where_cascade_core_is_not_importable(
                           cwd=clean, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((clean / "out.json").read_text())
-    loaded = [str(p) for p in (tmp_path / "modules").rglob("engine.py")]
+    loaded = [str(p) for p in (tmp_path / "modules").rglob("generation.py")]
     assert len(loaded) == 2 and any(COMMIT in p for p in loaded), loaded  # by folder, and from the repo's commit
 
     tokenizer = pair.tokenizer

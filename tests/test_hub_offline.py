@@ -11,7 +11,7 @@ from app.explore import ExploreHandlers
 from app.pairs import SEED_PAIR, PairCache
 from app.viz.format import markdown_text
 from cascade_core import load_pair
-from cascade_core.models import parse_pair
+from cascade_core.formats.loading import parse_pair
 from test_app import run_to_end
 
 HEAD = "AngelSlim/Qwen3-1.7B_eagle3"

@@ -1,17 +1,18 @@
-"""The engines' keep-set rules (cascade_core/keep_sets.py) against their code read literally (tests/reference.py's
-literal_keep): the emitted distribution by enumeration on random distributions, the rejection probability, batched
-rows == solo runs, and the claims their docstrings and the lesson make. The engine == reference loop at every gamma and
-the chi-square tests run for them with every rule (test_exactness.py, test_distribution.py)."""
+"""The engines' keep-set rules (cascade_core/method/keep_sets.py) against their code read literally
+(cascade_core/reference.py's literal_keep): the emitted distribution by enumeration on random distributions, the
+rejection probability, batched rows == solo runs, and the claims their docstrings and the lesson make. The engine ==
+reference loop at every gamma and the chi-square tests run for them with every rule (test_exactness.py,
+test_distribution.py)."""
 import numpy as np
 import pytest
 import torch
 
 from cascade_core import generate, generate_batch
-from cascade_core.costs import rejection_terms
-from cascade_core.distributions import Distributions
-from cascade_core.rules import RULES, acceptance_probability
-from cascade_core.sampling import output_distribution
-from reference import literal_keep
+from cascade_core.method.costs import rejection_terms
+from cascade_core.method.distributions import Distributions
+from cascade_core.method.rules import RULES, acceptance_probability
+from cascade_core.method.sampling import output_distribution
+from cascade_core.reference import literal_keep
 from test_batch import ids, same_run, solo
 
 KEEP_SETS = [name for name, rule in RULES.items() if rule.keep is not None]

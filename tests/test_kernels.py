@@ -1,11 +1,11 @@
-"""The CPU's product paths (cascade_core/kernels.py): the same numbers as F.linear, and a verdict that a burst of
+"""The CPU's product paths (cascade_core/speed/kernels.py): the same numbers as F.linear, and a verdict that a burst of
 another tenant's load during the measurement does not decide."""
 import types
 
 import torch
 import torch.nn.functional as F
 
-from cascade_core import kernels
+from cascade_core.speed import kernels
 
 
 def test_every_path_computes_the_linear_product():

@@ -14,7 +14,7 @@ from app.sandbox import sandbox_linked
 from app.strategies import strategies_linked
 from app.tradeoff import TradeoffHandlers, tradeoff_linked
 from cascade_core import RULES, generate
-from cascade_core.values import shown
+from cascade_core.messages import shown
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,19 @@
-"""Weight precision (cascade_core/precision.py): each precision is the model that runs, so the engine's exactness holds
-in it (the naive reference loop in the same precision, lossless = the target's greedy, gamma invariance, batched =
-solo); fp32 is today's path; "auto" times nothing where nothing is measured and keeps only what its timings say is
-faster; what ran is recorded (trace, CLI JSON, the page's line)."""
+"""Weight precision (cascade_core/formats/precision.py): each precision is the model that runs, so the engine's
+exactness holds in it (the naive reference loop in the same precision, lossless = the target's greedy, gamma invariance,
+batched = solo); fp32 is today's path; "auto" times nothing where nothing is measured and keeps only what its timings
+say is faster; what ran is recorded (trace, CLI JSON, the page's line)."""
 import json
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from cascade_core import RULES, Trace, generate, generate_batch, load_pair, models, precision
-from cascade_core.cli import main as cli_main
-from cascade_core.models import tiny_pair
-from cascade_core.precision import PrecisionLinear, apply_precision, convert, precision_of
-from reference import reference_generate
+from cascade_core import RULES, Trace, generate, generate_batch, load_pair
+from cascade_core.formats import loading as models, precision
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.formats.precision import PrecisionLinear, apply_precision, convert, precision_of
+from cascade_core.reference import reference_generate
+from cascade_core.tools.cli import main as cli_main
 from test_exactness import ALPHA
 from test_hardening import strict_loads
 

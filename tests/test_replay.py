@@ -1,4 +1,4 @@
-"""A block replayed (cascade_core/replay.py, the app's /block) is the run's own block: its kept proposals and
+"""A block replayed (cascade_core/decoding/replay.py, the app's /block) is the run's own block: its kept proposals and
 correction are the run's tokens of that block, each keep test is uniform < min(1, pi / q) with the position's own
 uniform, and at temperature 1 its q and p are the trace's numbers. For every rule, both drafts, gamma 1 to 8 and
 auto, temperature 0 and 1. A block gamma "auto"'s floor took replays too, as the target's own token, so the blocks of
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from cascade_core import generate
-from cascade_core.replay import FLOOR_REASON, replay_block
-from cascade_core.rules import RULES
-from cascade_core.sampling import ACCEPT, DRAFT, RESIDUAL, position_uniforms
+from cascade_core.decoding.replay import FLOOR_REASON, replay_block
+from cascade_core.method.rules import RULES
+from cascade_core.method.sampling import ACCEPT, DRAFT, RESIDUAL, position_uniforms
 from cascade_core.strict_json import dumps
 from test_floor import dear
 from test_head import head_folder, head_pair  # noqa: F401 (fixtures)

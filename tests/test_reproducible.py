@@ -7,8 +7,8 @@ import json
 import pytest
 
 from cascade_core import generate, stream
-from cascade_core.running import OTHER_ROWS, RunningBatches
-from cascade_core.sampling import NEAR_TIE
+from cascade_core.decoding.running_batches import OTHER_ROWS, RunningBatches
+from cascade_core.method.sampling import NEAR_TIE
 from test_running import interleaved
 
 E5 = dict(rule="lossy", alpha=0.9999999999, gamma=3, temperature=2.0, max_new_tokens=500, seed=5)
@@ -66,7 +66,7 @@ def test_a_draw_near_its_bins_edge_is_marked(tiny):
     """The margin is the uniform's distance from the sampled token's bin edges: a uniform placed at an edge (within
     NEAR_TIE) is marked, the same run's other positions not."""
     import torch
-    from cascade_core.sampling import sample_inverse_cdf
+    from cascade_core.method.sampling import sample_inverse_cdf
     d = torch.tensor([[0.25, 0.25, 0.5]], dtype=torch.float64)
     for u, token, margin in ((0.1, 0, 0.1), (0.25 + NEAR_TIE / 2, 1, NEAR_TIE / 2), (0.9, 2, 0.1)):
         ids, margins = sample_inverse_cdf(d, torch.tensor([u], dtype=torch.float64))

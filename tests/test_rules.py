@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cascade_core import RULES, critical_alpha, target_distribution
-from cascade_core.rules import get_rule, outcome_unchanged
+from cascade_core.method.rules import get_rule, outcome_unchanged
 
 # V = 4. max q = 0.5, max p = 0.6, TV(p, q) = 0.2 + 0.0 + 0.1 + 0.0 ... computed below.
 q = torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64)
@@ -167,7 +167,7 @@ def test_fsds_criterion_as_a_cascade_rule_rejects_with_probability_tv_not_one():
 def test_the_judges_reading_is_said_and_its_kl_is_bilds_cross_entropy_less_the_drafts_entropy():
     """rules.JUDGE_READING names the KL's direction and the fallback as this project's reading, and says KL(q || p) is
     BiLD*'s cross-entropy less the draft's entropy: KL(q || p) = -sum q log p - (-sum q log q)."""
-    from cascade_core.distributions import Distributions
+    from cascade_core.method.distributions import Distributions
 
     gen = torch.Generator().manual_seed(3)
     qs, ps = (torch.rand(5, 7, generator=gen, dtype=torch.float64).softmax(-1) for _ in range(2))
@@ -182,7 +182,7 @@ def test_the_rules_table_escapes_a_pipe_in_a_cell():
     """KL(q || p) in a Markdown table cell would end the cell: every row of rules_table has its six cells."""
     import re
 
-    from cascade_core.rules import rules_table
+    from cascade_core.method.rules import rules_table
 
     for line in rules_table().splitlines():
         assert len(re.findall(r"(?<!\\)\|", line)) == 7, line

@@ -1,14 +1,14 @@
-"""The block loop (cascade_core.running): generations handed one RunningBatches share a running batch, join and
-leave it between blocks, and each one's tokens, sources and counts are its solo run's (float64)."""
+"""The block loop (cascade_core.decoding.running_batches): generations handed one RunningBatches share a running batch,
+join and leave it between blocks, and each one's tokens, sources and counts are its solo run's (float64)."""
 import pytest
 import torch
 
 from app.strategies import done_text
 from cascade_core import finish, generate, stream, stream_batch, stream_lanes
-from cascade_core.models import tiny_pair
-from cascade_core.running import RunningBatches
-from cascade_core.settings import RunSettings
-from cascade_core.strategies import strategy_steps
+from cascade_core.decoding.run_settings import RunSettings
+from cascade_core.decoding.running_batches import RunningBatches
+from cascade_core.decoding.strategies import strategy_steps
+from cascade_core.formats.loading import tiny_pair
 
 COUNTS = ("target_calls", "draft_calls")
 STRATEGY = RunSettings(rule="v3", alpha=0.5, gamma=3, temperature=1.0, seed=0, max_new_tokens=20)
@@ -176,13 +176,13 @@ def test_pairs_whose_rows_cannot_share_a_batch_keep_one_per_generation(tiny64, m
     """Sliding-window attention is not masked across a batch's rows yet: such a pair's generations decode alone."""
     from transformers import MistralConfig, MistralForCausalLM
 
-    from cascade_core.cached import sliding_window
+    from cascade_core.decoding.cached_model import sliding_window
 
     windowed = MistralForCausalLM(MistralConfig(vocab_size=98, hidden_size=32, intermediate_size=64,
                                                 num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                                                 sliding_window=8))
     assert sliding_window(windowed) and not sliding_window(tiny64.target)
-    monkeypatch.setattr("cascade_core.running.sliding_window", lambda model: True)
+    monkeypatch.setattr("cascade_core.decoding.running_batches.sliding_window", lambda model: True)
     batches = RunningBatches()
     steps, other = (stream(tiny64, "The cat", batches=batches, max_new_tokens=12, gamma=3) for _ in range(2))
     next(steps)

@@ -9,7 +9,7 @@ from app.controls import alpha_slider_range
 from app.links import Linked, read_link
 from app.settings import APP_MAX_NEW_TOKENS, MAX_TEMPERATURE, AppSettings
 from cascade_core import RULES, generate
-from cascade_core.settings import MAX_NEW_TOKENS, RunSettings
+from cascade_core.decoding.run_settings import MAX_NEW_TOKENS, RunSettings
 
 PAIR = "tiny"
 PROMPTS = ("Hello", "Once upon a time, é ü 漢字", "a, b & c = d?")

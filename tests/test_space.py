@@ -18,7 +18,7 @@ from app.explore import ExploreHandlers
 from app.settings import AppSettings
 from app.layout import QUEUE_SIZE
 from app.pairs import SEED_PAIR, PairCache, drafts_with_a_head
-from cascade_core.models import parse_pair, with_draft
+from cascade_core.formats.loading import parse_pair, with_draft
 from test_app import SETTINGS, run_to_end
 
 ROOT = Path(__file__).resolve().parent.parent

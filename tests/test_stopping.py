@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from cascade_core import RULES, generate, generate_batch
-from cascade_core.models import tiny_pair
-from reference import reference_generate
+from cascade_core.formats.loading import tiny_pair
+from cascade_core.reference import reference_generate
 
 from rule_alphas import ALPHA
 PROMPT = [1, 2, 3]
@@ -85,8 +85,8 @@ def test_bad_stopping_settings_are_named(small, field, value, message):
 def test_min_new_tokens_holds_back_end_of_text_in_a_sub_vocabulary(small):
     """A draft whose logits cover some columns only (a head's vocabulary): end-of-text loses the same column it
     would lose over the whole vocabulary, and only before min_new_tokens."""
-    from cascade_core.rows import start_row
-    from cascade_core.settings import RunSettings
+    from cascade_core.decoding.row import start_row
+    from cascade_core.decoding.run_settings import RunSettings
 
     row = start_row(small, RunSettings(max_new_tokens=MAX, min_new_tokens=2), prompt_ids=PROMPT)
     (eos,) = small.eos_token_ids

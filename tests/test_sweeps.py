@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cascade_core import RULES, generate, load_pair
-from cascade_core.costs import priced_speedup
+from cascade_core.method.costs import priced_speedup
 from same_results import assert_same
 from sweeps import load_prompts, sweep
 from sweeps.alphas import OPEN_TOP, auto_alphas

@@ -17,11 +17,11 @@ from app.viz.decision_map import map_points
 from app.viz.sandbox import loaded_html
 from app.viz.tokens import LEGEND
 from cascade_core import generate
-from cascade_core.costs import expected_speedup
-from cascade_core.explain import dissect
-from cascade_core.distributions import Distributions
-from cascade_core.rules import RULES, critical_alpha
-from cascade_core.sampling import untempered_and_tempered
+from cascade_core.method.costs import expected_speedup
+from cascade_core.method.distributions import Distributions
+from cascade_core.method.explain import dissect
+from cascade_core.method.rules import RULES, critical_alpha
+from cascade_core.method.sampling import untempered_and_tempered
 from sweeps.quality import target_nll, target_probabilities
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,7 +263,7 @@ def test_every_lessons_reveal_says_whether_the_answer_held_and_names_the_misconc
 
 
 def test_the_sandbox_lessons_outcome_is_computed_from_the_rules_rejection_probabilities():
-    """Lesson 6's outcome (v3 or lossless rejects more) is computed by cascade_core.costs.rejection_terms, not
+    """Lesson 6's outcome (v3 or lossless rejects more) is computed by cascade_core.method.costs.rejection_terms, not
     written down: v3 at alpha 0.5 rejects more than lossless, and at 0.99, keeping all eight tokens (pi = q), less."""
     from app.lesson_looks import held_sandbox
     lesson = LESSONS[5]
@@ -318,7 +318,7 @@ def flat(text):
 def test_the_readme_and_the_hub_card_say_deferring_changes_pi_and_the_first_rejection_ends_the_block():
     """Item 16: a deferral picks the pi the draft's token is verified against (Alg. 4/5); the target does not "take
     over", and this engine drafts gamma + 1 tokens a block."""
-    from cascade_core.hub_export import exported_files
+    from cascade_core.tools.hub_export import exported_files
     card, readme = flat(exported_files()["README.md"]), flat(doc("README.md"))
     for text in (card, readme):
         assert "takes over" not in text and "the target decides" not in text
@@ -422,7 +422,7 @@ def test_no_doc_repeats_a_corrected_sentence():
     """Items 8, 16, 6, 21, 10 and the plug-in's name: none of the corrected sentences is back in the docs, the README,
     the Hub card or the Strategies module (a bare KL(q || p) ends a Markdown table's cell: it is written
     KL(q \\|\\| p))."""
-    files = ["README.md", "cascade_core/model_card.md", "cascade_core/strategies.py", "app/strategies.py",
+    files = ["README.md", "cascade_core/tools/model_card.md", "cascade_core/decoding/strategies.py", "app/strategies.py",
              *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
     found = [f"{path}: {m.group(0)}" for path in files for m in DOCS_FALSE.finditer(flat(doc(path)))]
     assert not found, found
@@ -446,10 +446,10 @@ ALPHAS = dict(chow=(0.0, 1.0), diff=(-1.0, 1.0), opt=(-3.0, 3.0), bild=(0.0, 4.0
 
 @pytest.mark.parametrize("rule", list(ALPHAS))
 def test_rejection_terms_are_eq_11s_closed_form_for_token_rules_and_r_tv_for_position_rules(rule):
-    """cascade_core.costs.rejection_terms on random q and p: the chance the keep test min(1, pi(x) / q(x)) fails
+    """cascade_core.method.costs.rejection_terms on random q and p: the chance the keep test min(1, pi(x) / q(x)) fails
     (dissect's enumeration over the draft's proposals); for a token rule eta sum_{v in A} p(v) + sum_{v not in A}
     max(0, eta p(v) - q(v)) with A from Eq. 13-15; for a position rule r TV(p, q) (Lemma 3)."""
-    from cascade_core.costs import rejection_terms
+    from cascade_core.method.costs import rejection_terms
     generator = torch.Generator().manual_seed(7)
     lo, hi = ALPHAS[rule]
     for trial in range(40):
@@ -471,7 +471,7 @@ def test_rejection_terms_are_eq_11s_closed_form_for_token_rules_and_r_tv_for_pos
 
 
 def test_rejection_terms_refuse_lossys_lenient_test():
-    from cascade_core.costs import rejection_terms
+    from cascade_core.method.costs import rejection_terms
     _, q, p = START
     with pytest.raises(ValueError, match="lossy"):
         rejection_terms("lossy", q, p, 0.3)
@@ -481,7 +481,7 @@ def test_on_lesson_6s_q_and_p_v3_rejects_more_than_lossless_and_more_as_alpha_gr
     """Review items 1 and 10 on the Sandbox's START: v3 at alpha 0.5 rejects 0.4725 against lossless's TV 0.43, and
     0.4861 at alpha 0.6; v1 0.158 at 0.1 and 0.193 at 0.2. The lesson's table, question and answers say so."""
     from app.lesson_looks import look_for_sandbox
-    from cascade_core.costs import rejection_terms
+    from cascade_core.method.costs import rejection_terms
     _, q, p = START
     total = {(rule, alpha): round(rejection_terms(rule, q, p, alpha).total, 4)
              for rule, alpha in (("lossless", 0.0), ("v3", 0.5), ("v3", 0.6), ("v1", 0.1), ("v1", 0.2))}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cascade_core import Trace, generate
-from cascade_core.sampling import untempered_and_tempered
+from cascade_core.method.sampling import untempered_and_tempered
 from sweeps.quality import draft_only_tv
 from test_floor import dear
 from test_hardening import strict_loads

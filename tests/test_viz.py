@@ -188,7 +188,7 @@ def test_stats_and_speedup_markdown(trace):
                         "at most 12.5 tokens/s (its measured one-token call, the engine's work aside)")
     assert "the target alone here: at most – tokens/s" in text.splitlines()[0]
     assert "not priced" in speedup_markdown(trace.stats, 4)
-    from cascade_core.prices import Prices
+    from cascade_core.speed.prices import Prices
 
     prices = Prices(target=0.080, draft=0.008, verify=0.100, block=5, overhead=0.012)
     measured = speedup_markdown(trace.stats, 4, prices, 1.25)

@@ -1,5 +1,5 @@
-"""One block step by step (a replay from cascade_core/replay.py) as HTML: five stages, each press showing one more,
-every number the engine's own. The stages follow docs/spec.md's "One block"; the keep test is the verification of
+"""One block step by step (a replay from cascade_core/decoding/replay.py) as HTML: five stages, each press showing one
+more, every number the engine's own. The stages follow docs/spec.md's "One block"; the keep test is the verification of
 speculative sampling (Leviathan et al., 2023; the paper's Algorithm 4 with pi in place of p), the residual
 norm(max(0, pi - q)) what a rejection samples from. A block gamma "auto"'s floor took (the target's own token, no
 proposal) has three stages of its own: why nothing was proposed, the target's draw, what the caches keep."""

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from cascade_core import RULES
-from cascade_core.explain import deferred
+from cascade_core.method.explain import deferred
 
 from .format import number, plot_text
 from .tokens import COLOURS

@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from cascade_core.explain import threshold
-from cascade_core.rules import RULES
+from cascade_core.method.explain import threshold
+from cascade_core.method.rules import RULES
 
 from .format import clip, number, plot_text
 from .tokens import COLOURS, shown_source

@@ -14,7 +14,7 @@ REST = "the rest"  # of the vocabulary: app.sandbox's last token when a position
 
 BARS = (("q", "draft q", COLOURS["accepted"]), ("p", "target p", COLOURS["replaced"]),
         ("pi", "pi (verified against)", "#009E73"), ("output", "P(verified token)", "#555555"))
-# a keep-set rule has no pi: its bar is the probability of keeping each token (cascade_core/keep_sets.py)
+# a keep-set rule has no pi: its bar is the probability of keeping each token (cascade_core/method/keep_sets.py)
 KEEP_BARS = BARS[:2] + (("accept_prob", "a(v): kept with", "#009E73"), BARS[3])
 
 SUBTITLE = dict(xref="paper", yref="paper", y=1.02, yanchor="bottom", xanchor="left", showarrow=False,
@@ -107,7 +107,7 @@ def loaded_html(loaded, labels, numbers, rule, alpha):
 
 
 def cost_html(rule, cost):
-    """The rule's rejection probability beside lossless's TV (``cost``: both as cascade_core.costs.Rejection): a
+    """The rule's rejection probability beside lossless's TV (``cost``: both as cascade_core.method.costs.Rejection): a
     position rule's is Lemma 3's r TV, a token rule's two terms (Eq. 11's pi put into Lemma 3's sum, which the paper
     does not write out), which can exceed lossless's TV."""
     ours, lossless = cost
@@ -134,7 +134,7 @@ def cost_html(rule, cost):
 
 def keep_set_html(labels, numbers, rule, alpha):
     """A keep-set rule's decision: which tokens it keeps outright, what a rejection samples from, how far its output
-    lies from p (no pi to verify against: cascade_core/keep_sets.py), and the table without pi and residual."""
+    lies from p (no pi to verify against: cascade_core/method/keep_sets.py), and the table without pi and residual."""
     kept = [repr(label) for label, a in zip(labels, numbers["accept_prob"]) if a >= 1]
     base = ("p with the rejected token taken out, renormalised" if rule == "sglang" else
             f"the target's argmax {labels[max(range(len(labels)), key=numbers['p'].__getitem__)]!r}")
@@ -155,7 +155,7 @@ def keep_set_html(labels, numbers, rule, alpha):
 
 def sandbox_html(labels, numbers, rule, alpha, loaded=None, cost=None):
     """What the rule decides, in words, and the per-token table (``loaded``: a position of Explore's run;
-    ``cost``: the rule's and lossless's cascade_core.costs.Rejection, for ``cost_html``)."""
+    ``cost``: the rule's and lossless's cascade_core.method.costs.Rejection, for ``cost_html``)."""
     record = RULES[rule]
     if record.keep is not None:
         note = loaded_html(loaded, labels, numbers, rule, alpha) if loaded else ""

@@ -3,10 +3,10 @@ position for click-to-inspect. Token text is always escaped; whitespace is kept 
 import html
 import math
 
-from cascade_core.batch import PROBE_EVERY
-from cascade_core.explain import deferred, threshold
-from cascade_core.rules import RULES
-from cascade_core.sampling import NEAR_TIE
+from cascade_core.decoding.batch_block import PROBE_EVERY
+from cascade_core.method.explain import deferred, threshold
+from cascade_core.method.rules import RULES
+from cascade_core.method.sampling import NEAR_TIE
 
 from .format import number, token_repr
 
