@@ -7,7 +7,7 @@ DEV := $(VENV)/.installed-dev
 # gradio as the Space runs it: the README's sdk_version
 GRADIO := gradio==$(shell sed -n 's/^sdk_version: *//p' README.md)
 
-.PHONY: setup setup-dev run test test-fast bench bench-app load-test distill browser
+.PHONY: setup setup-dev run test test-fast lint bench bench-app load-test distill browser
 
 $(RUNTIME): requirements.txt README.md
 	python3 -m venv $(VENV)
@@ -38,6 +38,10 @@ test: setup-dev browser
 # The quick loop on a 2-core machine: the engine and the in-process handlers, none of the tiers in pytest.ini
 test-fast: setup-dev
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -q -m "not (browser or process or ray or compile or bundled or slow)"
+
+# ruff with pyproject.toml's [tool.ruff] (tests/test_lint.py runs the same check in the suite)
+lint: setup-dev
+	$(PY) -m ruff check .
 
 # The speed-up table at the app's settings (rule x alpha x gamma against target-only, the calls measured), the
 # default prompt by prompt and kind by kind, the comparison with transformers' generate and assisted generation, the

@@ -59,7 +59,8 @@ def test_sandbox_api_output_is_pi(client, rule):
     numbers = strict(client.predict(q=[4, 2, 1, 1], p=[1, 4, 1, 2], rule=rule, alpha=alpha, api_name="/sandbox"))
     assert set(numbers) == {"pi", "accept_prob", "residual", "a_star", "defers", "tv", "rejection_prob", "output"}
     assert len(numbers["defers"]) == 4 and abs(sum(numbers["output"]) - 1) < 1e-12
-    if RULES[rule].keep is not None:  # an engine's keep-set rule has no pi and no residual (cascade_core/method/keep_sets.py)
+    # an engine's keep-set rule has no pi and no residual (cascade_core/method/keep_sets.py)
+    if RULES[rule].keep is not None:
         assert numbers["pi"] is None and numbers["residual"] is None and len(numbers["accept_prob"]) == 4
     elif rule != "lossy":
         assert max(abs(a - b) for a, b in zip(numbers["output"], numbers["pi"])) < 1e-12

@@ -422,8 +422,8 @@ def test_no_doc_repeats_a_corrected_sentence():
     """Items 8, 16, 6, 21, 10 and the plug-in's name: none of the corrected sentences is back in the docs, the README,
     the Hub card or the Strategies module (a bare KL(q || p) ends a Markdown table's cell: it is written
     KL(q \\|\\| p))."""
-    files = ["README.md", "cascade_core/tools/model_card.md", "cascade_core/decoding/strategies.py", "app/strategies.py",
-             *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+    files = ["README.md", "cascade_core/tools/model_card.md", "cascade_core/decoding/strategies.py",
+             "app/strategies.py", *(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
     found = [f"{path}: {m.group(0)}" for path in files for m in DOCS_FALSE.finditer(flat(doc(path)))]
     assert not found, found
 
