@@ -12,4 +12,5 @@ from cascade_core.method.sampling import output_distribution, target_distributio
 
 __all__ = ["MAX_BATCH_ROWS", "MAX_GAMMA", "MAX_NEW_TOKENS", "RULES", "Distributions", "Pair", "Rule", "Trace",
            "critical_alpha", "finish", "generate", "generate_batch", "get_rule", "load_pair", "mapped",
-           "output_distribution", "replay_block", "replay_steps", "stream", "stream_batch", "stream_lanes", "target_distribution"]
+           "output_distribution", "replay_block", "replay_steps", "stream", "stream_batch", "stream_lanes",
+           "target_distribution"]

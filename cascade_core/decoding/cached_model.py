@@ -140,7 +140,8 @@ def hole_mask(valid, width, dtype):
     query = torch.arange(slots - width, slots, device=valid.device)[:, None]
     key = torch.arange(slots, device=valid.device)[None, :]
     seen = (valid[:, None, :] & (key <= query)) | (key == query)
-    return torch.zeros(seen.shape, dtype=dtype, device=valid.device).masked_fill_(~seen, torch.finfo(dtype).min)[:, None]
+    blocked = torch.finfo(dtype).min
+    return torch.zeros(seen.shape, dtype=dtype, device=valid.device).masked_fill_(~seen, blocked)[:, None]
 
 
 def sliding_window(model, cache=None):
@@ -312,7 +313,8 @@ class CachedModel:
                     layer.keys = layer.values = None
                     layer.is_initialized = False  # the next update starts it with every row
                     break
-                padded = [_left_padded(t, rows, width, like) for t, rows in ((mine, self.rows), (theirs, len(counters)))]
+                padded = [_left_padded(t, rows, width, like)
+                          for t, rows in ((mine, self.rows), (theirs, len(counters)))]
                 setattr(layer, name, torch.cat(padded))
                 layer.device, layer.is_initialized = like.device, True
         self.valid = torch.cat([_left_padded(v, v.shape[0], width, v) for v in (self.valid, newcomers.valid)])

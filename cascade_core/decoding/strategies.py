@@ -34,8 +34,9 @@ NEEDS_THE_DRAFT_ALONE = {
 def lane(name, traces, extra=None, pair=None):
     """One strategy's calls on a shared clock (later traces start where earlier ones ended), its text and totals:
     ``seconds`` on that clock (the wall, where the calls lie), ``engine_seconds`` on the engine's own (its calls and
-    work, not a reader's time between blocks: what lanes are compared by), and for a single run of blocks (or the target alone) its speed-up over
-    the target alone priced with the pair's measured calls (costs.speedup_over_target, every tab's number)."""
+    work, not a reader's time between blocks: what lanes are compared by), and for a single run of blocks (or the
+    target alone) its speed-up over the target alone priced with the pair's measured calls
+    (costs.speedup_over_target, every tab's number)."""
     calls, offset, seconds = [], 0.0, 0.0
     for trace in traces:
         calls += [[role, start + offset, end + offset] for role, start, end in trace.counters.get("timeline", [])]
@@ -78,7 +79,8 @@ def strategy_steps(pair, prompt, settings, threshold, batches=None):
     if alone:
         drafted = yield from run("cascade", rule="draft", alpha=0.0)
         confidence = sum(pos["max_q"] for pos in drafted.positions) / max(1, len(drafted.positions))
-        cascade = [drafted] + ([(yield from run("cascade", rule="target", alpha=0.0))] if confidence < threshold else [])
+        deferred = [(yield from run("cascade", rule="target", alpha=0.0))] if confidence < threshold else []
+        cascade = [drafted] + deferred
         lanes.append(lane("cascade", cascade, dict(confidence=confidence, threshold=threshold,
                                                    deferred=len(cascade) > 1)))
     else:

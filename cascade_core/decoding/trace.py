@@ -18,7 +18,8 @@ from cascade_core.method.rules import RULES, critical_alphas, outcome_unchanged,
 from cascade_core.method.sampling import NEAR_TIE, emitted_distribution
 from cascade_core.strict_json import dumps, number
 
-SOURCES = ("accepted", "deferred", "replaced", "target")  # target: gamma "auto"'s floor (cascade_core/decoding/batch_block.py)
+# target: gamma "auto"'s floor (cascade_core/decoding/batch_block.py)
+SOURCES = ("accepted", "deferred", "replaced", "target")
 DETAIL_FIELDS = ("proposal_text", "max_q", "tv", "q_x", "p_x", "top_q", "top_p")
 
 

@@ -255,7 +255,8 @@ def save_head(head, folder, meta=None):
     config.update(architectures=[ARCHITECTURE], model_type="llama", num_hidden_layers=1,
                   draft_vocab_size=len(head.d2t), target_hidden_size=head.fc.in_features // len(head.aux_layers),
                   tie_word_embeddings=False, torch_dtype="float16",
-                  rope_theta=(config.get("rope_parameters") or {}).get("rope_theta", 10000.0))  # for transformers 4.x readers
+                  # for transformers 4.x readers
+                  rope_theta=(config.get("rope_parameters") or {}).get("rope_theta", 10000.0))
     for key in ("id2label", "label2id", "return_dict", "output_attentions", "output_hidden_states", "problem_type",
                 "chunk_size_feed_forward", "is_encoder_decoder", "dtype"):
         config.pop(key, None)

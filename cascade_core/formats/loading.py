@@ -223,7 +223,8 @@ def parse_pair(spec):
         return {"name": spec}
     draft, arrow, target = (part.strip() for part in spec.partition("->"))
     if not arrow or not draft or not target:
-        raise ValueError(f"model pair {shown(spec)} not understood: pick one from the list or write 'draft_id -> target_id'")
+        raise ValueError(f"model pair {shown(spec)} not understood: pick one from the list or write "
+                         "'draft_id -> target_id'")
     if target in (TINY, BUNDLED):
         return {"name": target, "draft": offline_draft(target, draft)}
     return {"draft": draft, "target": target}

@@ -94,8 +94,8 @@ def keep_set_output(q, keep, base):
 SGLANG_READING = ("SGLang's kernel on a chain (one draft token per depth): keep x if p(x) >= t_single, else with "
                   "probability p(x) / t_acc, one uniform per position; a rejection samples relu(p - one-hot x). Here "
                   "t_single = t_acc = t = 1 - alpha, and p is the tempered target (its top-k / top-p filters left "
-                  "out). It never reads q (its caller passes zeros). At t = 1 it keeps x with p(x), which emits p exactly "
-                  "for any draft (q(y) p(y) + p(y) (1 - q(y))) but rejects with 1 - sum_x q(x) p(x), more than "
+                  "out). It never reads q (its caller passes zeros). At t = 1 it keeps x with p(x), which emits p "
+                  "exactly for any draft (q(y) p(y) + p(y) (1 - q(y))) but rejects with 1 - sum_x q(x) p(x), more than "
                   "lossless's TV(p, q); below 1 it is lossy.")
 RELAXED_READING = ("TensorRT-LLM's MTP relaxed acceptance: keep x iff it is among the target's top relaxed_topk = 10 "
                    "tokens with p(x) >= max p - delta, p the softmax of the logits (no temperature); a rejection emits "

@@ -84,8 +84,8 @@ def fuzzy_a_star(d):
     return d.js
 
 
-ENSEMBLE_READING = ("transformers' assistant_ensemble_weight w (huggingface/transformers PR #45979, its sampling path in "
-                    "generation/utils.py's _speculative_sampling, read from the PR's diff and tests): keep x with "
+ENSEMBLE_READING = ("transformers' assistant_ensemble_weight w (huggingface/transformers PR #45979, its sampling path "
+                    "in generation/utils.py's _speculative_sampling, read from the PR's diff and tests): keep x with "
                     "min(1, v(x) / q(x)), v = w p + (1 - w) q, and on a rejection sample norm(max(0, p - q)), which "
                     "is norm(max(0, v - q)); w = 1 (or unset) is lossless. Its greedy path, argmax of v, is not "
                     "reproduced: here T = 0 verifies one-hot q and p like every rule.")
@@ -305,7 +305,8 @@ RULES = {rule.name: rule for rule in (
          always, pi_target, alpha_used=False),
     Rule("lossy", "speculative", "lossy speculative decoding, alpha = lenience",
          "keep x with prob min(1, p(x) / ((1 - alpha) q(x)))", "1 - p(x) / q(x)", (0.0, 1.0), "lenience",
-         "Leviathan et al. (2023), A.5", lossy_a_star, pi_target, ("p(x) / q(x)", lambda pos: 1 - pos["a_star"]["lossy"]),
+         "Leviathan et al. (2023), A.5", lossy_a_star, pi_target,
+         ("p(x) / q(x)", lambda pos: 1 - pos["a_star"]["lossy"]),
          ("1 - alpha", lambda pos, a: 1 - a), per_token=True, upper_open=True, lenience=True),
     Rule("ensemble", "speculative", "static ensemble verification: the draft's token checked against a mix of both "
          "models", "always: pi = alpha p + (1 - alpha) q", "inf", (0.0, 1.0), "the target's weight w in the mix: "

@@ -115,7 +115,8 @@ def main(argv=None):
     p_run = sub.add_parser("run", help="generate once and show every token's provenance")
     add_pair_arguments(p_run)
     p_run.add_argument("--compile", action="store_true",
-                       help="the compiled static-cache decode path: faster per token, compiles first (minutes on a CPU)")
+                       help="the compiled static-cache decode path: faster per token, compiles first "
+                            "(minutes on a CPU)")
     p_run.add_argument("--prompt", required=True)
     p_run.add_argument("--rule", default="v3", help=f"one of: {', '.join(RULES)}")
     p_run.add_argument("--alpha", type=number, default=0.3)
