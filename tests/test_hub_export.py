@@ -39,7 +39,8 @@ def test_the_export_is_self_contained():
         if not name.endswith(".py"):
             continue
         for node in imports(text):
-            absolute = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module] * (node.level == 0)
+            absolute = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] * (node.level == 0)
             assert not any(m and m.split(".")[0] == "cascade_core" for m in absolute), name
             if isinstance(node, ast.ImportFrom) and node.level:
                 assert node.module in names, f"{name} imports .{node.module}, which the export lacks"

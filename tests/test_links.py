@@ -53,8 +53,8 @@ def test_a_link_sets_the_tabs_controls_as_they_take_them(linked):
     (dict(alpha="1.5"), "alpha=1.5 is outside rule 'v3''s range [0, 1]", {}),  # checked against the tab's rule
     (dict(rule="chow", alpha="-0.1"), "alpha=-0.1 is outside rule 'chow''s range [0, 1]", dict(rule="chow")),
     (dict(rule="opt", alpha="5"), "alpha=5 is outside the slider's range [-2, 2] for rule 'opt'", dict(rule="opt")),
-    (dict(rule="nope"), "rule must be one of chow, diff, opt, v1, v2, v3, lossless, lossy, ensemble, bild, fuzzy, "
-                        "judge, target, draft on this tab, got 'nope'", {}),
+    (dict(rule="nope"), "rule must be one of chow, diff, opt, v1, v2, v3, lossless, lossy, ensemble, sglang, "
+                        "relaxed, typical, bild, fuzzy, judge, target, draft on this tab, got 'nope'", {}),
     (dict(gamma="17"), "gamma must be a whole number from 0 to 16, got 17", {}),
     (dict(gamma="two"), "gamma must be a number written with the digits 0-9, got 'two'", {}),
     (dict(max_new_tokens="١٢"), "max_new_tokens must be a number written with the digits 0-9, got '١٢'", {}),
@@ -120,8 +120,8 @@ def test_a_bad_value_of_a_tabs_own_field_is_one_sentence(linked, params, message
 
 
 def test_a_lesson_step_out_of_range_is_named(linked):
-    _, values, _, errors = read_link(dict(tab="learn", step="9"), by_tab(linked))
-    assert errors == ["step must be a whole number from 1 to 8, got 9"] and values == {}
+    _, values, _, errors = read_link(dict(tab="learn", step="10"), by_tab(linked))
+    assert errors == ["step must be a whole number from 1 to 9, got 10"] and values == {}
 
 
 def test_restored_outputs_match_their_components_and_the_slider_follows_the_rule(linked):

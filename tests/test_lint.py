@@ -11,10 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Paths whose findings are left to the sessions rewriting them (issue 66, item 6): a test that a script patches by
-# anchored text. A path leaves this list once it is clean; one that is clean and still listed fails below, so the
-# list only shrinks.
-PENDING = ("tests/test_hub_export.py",)
 
 
 def ruff_findings():
@@ -27,12 +23,6 @@ def ruff_findings():
             f"{f['code']} {f['message']}" for f in json.loads(result.stdout)]
 
 
-def test_ruff_finds_nothing_outside_the_pending_paths():
-    found = [f for f in ruff_findings() if not f.startswith(PENDING)]
-    assert not found, f"{len(found)} ruff findings (`make lint`):\n" + "\n".join(found)
-
-
-def test_every_pending_path_still_has_findings():
+def test_ruff_finds_nothing():
     found = ruff_findings()
-    clean = [path for path in PENDING if not any(f.startswith(path) for f in found)]
-    assert not clean, f"clean now, so take them off tests/test_lint.py's PENDING: {clean}"
+    assert not found, f"{len(found)} ruff findings (`make lint`):\n" + "\n".join(found)
