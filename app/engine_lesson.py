@@ -7,6 +7,7 @@ from cascade_core.method.explain import dissect
 
 from .sandbox import START
 from .viz.format import number
+from .viz.sandbox import output_tv
 
 # where each sits on the paper's map, in words checked against the paper (Eq. 11, 14, 15; Lemma 3)
 FAMILY = {
@@ -19,10 +20,6 @@ FAMILY = {
 ROWS = (("relaxed", 0.3), ("v2", 0.3), ("typical", 0.9), ("sglang", 0.0), ("lossless", 0.0))
 
 
-def tv_to_p(numbers):
-    return sum(abs(o - p) for o, p in zip(numbers["output"], numbers["p"])) / 2
-
-
 def look_for_engines(rules):
     """Each rule's set A, P(rejected) and TV of its output to p at the Sandbox's START, then where each sits on the
     paper's map (a list under the table: a phone's width holds four numeric columns, not a fifth of sentences)."""
@@ -33,7 +30,7 @@ def look_for_engines(rules):
         kept = [t for t, defers in zip(labels, numbers["defers"]) if not defers]  # alpha >= a*: its set A
         name = f"{rule}{f' alpha {alpha:g}' if RULES[rule].alpha_used else ''}"
         rejection = number(rejection_terms(rule, q, p, alpha).total, 4)
-        lines.append(f"| {name} | {', '.join(kept) or 'none'} | {rejection} | {number(tv_to_p(numbers), 4)} |")
+        lines.append(f"| {name} | {', '.join(kept) or 'none'} | {rejection} | {number(output_tv(numbers), 4)} |")
         places.append(f"- **{rule}**: {FAMILY[rule]}.")
     return ("| rule | A: kept outright | P(rejected) | TV(output, p) |\n|---|---|---|---|\n" + "\n".join(lines) +
             "\n\nOn the paper's map:\n\n" + "\n".join(places) + "\n\nrelaxed keeps v2's set and pays for it: every "

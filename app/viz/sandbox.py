@@ -4,8 +4,10 @@ import html
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 
 from cascade_core import RULES
+from cascade_core.method.distributions import total_variation
 
 from .format import clip, number, plot_label
 from .tokens import COLOURS
@@ -132,13 +134,18 @@ def cost_html(rule, cost):
     return f'<p class="cost" id="sandbox-cost">{html.escape(text)}</p>'
 
 
-def keep_set_html(labels, numbers, rule, alpha):
+def output_tv(numbers):
+    """TV between dissect's output distribution and p: how far from the target a rule's verified token lies."""
+    return float(total_variation(torch.tensor(numbers["output"]), torch.tensor(numbers["p"])))
+
+
+def keep_set_html(labels, numbers, rule):
     """A keep-set rule's decision: which tokens it keeps outright, what a rejection samples from, how far its output
     lies from p (no pi to verify against: cascade_core/method/keep_sets.py), and the table without pi and residual."""
-    kept = [repr(label) for label, a in zip(labels, numbers["accept_prob"]) if a >= 1]
-    base = ("p with the rejected token taken out, renormalised" if rule == "sglang" else
-            f"the target's argmax {labels[max(range(len(labels)), key=numbers['p'].__getitem__)]!r}")
-    off = sum(abs(o - p) for o, p in zip(numbers["output"], numbers["p"])) / 2
+    kept = [repr(label) for label, defers in zip(labels, numbers["defers"]) if not defers]  # alpha >= a*
+    one_hot = [label for label, b in zip(labels, numbers["base"]) if b == 1]  # the target's argmax, or p itself
+    base = f"the target's argmax {one_hot[0]!r}" if one_hot else "p with the rejected token taken out, renormalised"
+    off = output_tv(numbers)
     outright = f"keeps {{{', '.join(kept)}}} outright (a(v) = 1), every other proposal" if kept else \
         "keeps no token outright: every proposal is kept"
     text = (f"{rule} {outright} with a(v) < 1, and a "
@@ -159,7 +166,7 @@ def sandbox_html(labels, numbers, rule, alpha, loaded=None, cost=None):
     record = RULES[rule]
     if record.keep is not None:
         note = loaded_html(loaded, labels, numbers, rule, alpha) if loaded else ""
-        return (f'<div class="sandbox">{note}{keep_set_html(labels, numbers, rule, alpha)}'
+        return (f'<div class="sandbox">{note}{keep_set_html(labels, numbers, rule)}'
                 f'{cost_html(rule, cost) if cost else ""}</div>')
     tokens = [(label, d) for label, d, a in zip(labels, numbers["defers"], numbers["a_star"]) if a is not None]
     deferred = [label for label, d in tokens if d]

@@ -4,8 +4,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cascade_core.method.distributions import Distributions
-from cascade_core.method.distributions import column
+from cascade_core.method.distributions import Distributions, column
 from cascade_core.method.rules import RULES
 from cascade_core.method.sampling import ACCEPT, DRAFT, RESIDUAL, sample_inverse_cdf, untempered_and_tempered, verify
 
@@ -122,13 +121,12 @@ def block_in_full(row, proposal, p_logits, uniforms):
     d, verdict = verified(row, proposal, p_logits, uniforms)
     xs = torch.tensor(x, device=d.q.device)
     rule = RULES[settings.rule]
-    _, rejection_row, deferred = rule.verification(d, settings.alpha, xs)
     # a keep-set rule has no pi: its keep probability is read off p alone (cascade_core/method/keep_sets.py)
     pi = [None] * len(x) if rule.pi is None else rule.at_proposals(d, settings.alpha, xs)[0].tolist()
     at = lambda t: column(t, xs).squeeze(-1).tolist()  # noqa: E731
     columns = dict(q=at(d.q), p=at(d.p), pi=pi, keep_probability=verdict.accept_prob.tolist(),
                    uniform=uniforms[:, ACCEPT].tolist(), draft_uniform=uniforms[:, DRAFT].tolist(),
-                   deferred=deferred.tolist())
+                   deferred=verdict.deferred.tolist())
     texts = row.trace.detokenizer.singles(x)
     checked = verdict.emitted  # the first rejection is looked at; what follows it is not
     positions = [dict(token=x[j], text=texts[j], kept=j < verdict.kept, **{k: v[j] for k, v in columns.items()})
@@ -140,8 +138,7 @@ def block_in_full(row, proposal, p_logits, uniforms):
                                   for j in range(checked, len(x))])
     if verdict.correction is not None:
         j = verdict.kept
-        excess = rejection_row(j)[0]
-        excess = excess / excess.sum()
+        excess = verdict.replacement / verdict.replacement.sum()
         top_p, top_ids = excess.topk(min(TOP_K, excess.shape[-1]))
         names = row.trace.detokenizer.singles(top_ids.tolist() + [verdict.correction])
         full.update(correction=dict(token=verdict.correction, text=names[-1],

@@ -50,15 +50,16 @@ def typical_a_star(d, x=None):
 
 # -- a(v): the probability of keeping v were the draft to propose it ---------------------------------------------
 
-def sglang_keep(d, alpha):
+def sglang_keep(d, alpha, x=None):
     """1 where p(v) >= t, else p(v) / t, with t = max(1 - alpha, 1e-9): min(1, p(v) / t) either way (lossy's keep
-    test with the draft's q(x) read as 1: SGLang's kernel is handed an all-zero draft distribution)."""
-    return (d.p / max(1 - alpha, SGLANG_FLOOR)).clamp_max(1.0)
+    test with the draft's q(x) read as 1: SGLang's kernel is handed an all-zero draft distribution). Over the
+    vocabulary, or at draft tokens x only (``column``), as a*."""
+    return (column(d.p, x) / max(1 - alpha, SGLANG_FLOOR)).clamp_max(1.0)
 
 
 def kept_outright(a_star):
     """A deterministic rule's a(v): 1 where alpha reaches a*(v), else 0 (ties go to the draft, as every rule's)."""
-    return lambda d, alpha: (alpha >= a_star(d)).to(d.p.dtype)
+    return lambda d, alpha, x=None: (alpha >= a_star(d, x)).to(d.p.dtype)
 
 
 # -- what a rejection samples from -----------------------------------------------------------------------------------

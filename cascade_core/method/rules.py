@@ -203,8 +203,9 @@ class Rule:
     defers_above: bool = False  # it defers where its statistic is above the threshold (a divergence), not below
     mix: bool = False  # pi = alpha p + (1 - alpha) q everywhere: alpha is Lemma 3's r itself, not a threshold
     note: str = ""  # how it differs from the method it comes from, or which reading of its source it takes
-    # A keep-set rule (an engine's, cascade_core/py) has no pi: (Distributions, alpha) -> a(v), the
-    # probability of keeping each token, and Distributions -> the base a rejection samples from, the rejected token out
+    # A keep-set rule (an engine's, cascade_core/method/keep_sets.py) has no pi: (Distributions, alpha, x=None) -> a(v),
+    # the probability of keeping each token (at draft tokens x only, as a_star), and Distributions -> the base a
+    # rejection samples from, the rejected token taken out
     keep: Callable | None = None
     base: Callable | None = None
 
@@ -253,7 +254,7 @@ class Rule:
         unnormalised ``[1, V]``, whether each position deferred): speculative sampling against pi (min(1, pi / q),
         lossy's lenient form; the residual max(0, pi - q)), or a keep-set rule's a(x) and its base without x."""
         if self.keep is not None:
-            accept = column(self.keep(d, alpha), x).squeeze(-1)
+            accept = self.keep(d, alpha, x).squeeze(-1)
             return accept, lambda j: replacement(self.base(d.rows(j, j + 1)), x[j : j + 1]), \
                 alpha < self.a_star_at(d, x)
         pi_x, pi_row, deferred = self.at_proposals(d, alpha, x)

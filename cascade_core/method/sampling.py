@@ -133,14 +133,16 @@ def target_distribution(name, q, p, alpha):
 @dataclass
 class Verdict:
     """How a block's draft tokens fared: the first ``kept`` stand; ``correction`` (None if all were kept) is
-    the residual sample that replaces token ``kept``, ``correction_margin`` its sample's margin. Per position: the
-    acceptance probability of the draft's token, and whether the rule deferred there."""
+    the residual sample that replaces token ``kept``, ``correction_margin`` its sample's margin, ``replacement``
+    what it was sampled from (unnormalised ``[V]``: the replay shows it). Per position: the acceptance probability
+    of the draft's token, and whether the rule deferred there."""
 
     kept: int
     correction: int | None
     accept_prob: torch.Tensor
     deferred: torch.Tensor
     correction_margin: float | None = None
+    replacement: torch.Tensor | None = None
 
     @property
     def emitted(self):
@@ -161,5 +163,6 @@ def verify(name, d, x, alpha, uniforms):
     if len(rejected) == 0:
         return Verdict(len(x), None, accept, deferred)
     j = int(rejected[0])
-    correction, margin = sample_inverse_cdf(rejection_row(j), uniforms[j : j + 1, RESIDUAL])
-    return Verdict(j, int(correction[0]), accept, deferred, margin[0])
+    replacement = rejection_row(j)
+    correction, margin = sample_inverse_cdf(replacement, uniforms[j : j + 1, RESIDUAL])
+    return Verdict(j, int(correction[0]), accept, deferred, margin[0], replacement[0])
